@@ -1,0 +1,109 @@
+// Element types a Tensor can hold, their sizes and names, and a compile-time dispatch from a
+// runtime DType to the C++ type.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "psflow/core/error.hpp"
+
+namespace psflow {
+
+enum class DType { float32, float64, int32, int64, boolean };
+
+template <class T>
+inline constexpr bool is_tensor_element_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int32_t> ||
+    std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>;
+
+template <class T>
+concept TensorElement = is_tensor_element_v<T>;
+
+template <TensorElement T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::float32;
+  else if constexpr (std::is_same_v<T, double>) return DType::float64;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return DType::int32;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return DType::int64;
+  else return DType::boolean;
+}
+
+// numpy's / TF's names: "float32", "float64", "int32", "int64", "bool".
+constexpr std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+    case DType::int32: return "int32";
+    case DType::int64: return "int64";
+    case DType::boolean: return "bool";
+  }
+  return "unknown";
+}
+
+constexpr std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::float32: return 4;
+    case DType::float64: return 8;
+    case DType::int32: return 4;
+    case DType::int64: return 8;
+    case DType::boolean: return 1;
+  }
+  return 0;
+}
+
+constexpr bool is_floating(DType dtype) { return dtype == DType::float32 || dtype == DType::float64; }
+constexpr bool is_numeric(DType dtype) { return dtype != DType::boolean; }
+
+// Parses "float32", "float64", "int32", "int64", "bool" (also "float"/"double"); throws otherwise.
+inline DType parse_dtype(std::string_view name) {
+  if (name == "float32" || name == "float") return DType::float32;
+  if (name == "float64" || name == "double") return DType::float64;
+  if (name == "int32") return DType::int32;
+  if (name == "int64") return DType::int64;
+  if (name == "bool") return DType::boolean;
+  throw InvalidArgument("unknown dtype '" + std::string(name) +
+                        "': use one of float32, float64, int32, int64, bool");
+}
+
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls fn(TypeTag<T>{}) with T the C++ type of `dtype`.
+template <class Fn>
+decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::float32: return fn(TypeTag<float>{});
+    case DType::float64: return fn(TypeTag<double>{});
+    case DType::int32: return fn(TypeTag<std::int32_t>{});
+    case DType::int64: return fn(TypeTag<std::int64_t>{});
+    case DType::boolean: return fn(TypeTag<bool>{});
+  }
+  throw Internal("visit_dtype: corrupt DType value");
+}
+
+// Like visit_dtype, for kernels defined on numbers only; `what` names the op in the error.
+template <class Fn>
+decltype(auto) visit_numeric_dtype(DType dtype, std::string_view what, Fn&& fn) {
+  if (dtype == DType::boolean)
+    throw InvalidArgument(std::string(what) + " is not defined for bool tensors: cast to a number type first");
+  return visit_dtype(dtype, std::forward<Fn>(fn));
+}
+
+// Like visit_dtype, for kernels defined on float32/float64 only.
+template <class Fn>
+decltype(auto) visit_floating_dtype(DType dtype, std::string_view what, Fn&& fn) {
+  switch (dtype) {
+    case DType::float32: return fn(TypeTag<float>{});
+    case DType::float64: return fn(TypeTag<double>{});
+    default:
+      throw InvalidArgument(std::string(what) + " needs float32 or float64 inputs, got " +
+                            std::string(dtype_name(dtype)));
+  }
+}
+
+}  // namespace psflow

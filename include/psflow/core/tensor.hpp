@@ -1,0 +1,214 @@
+// Tensor: a dtype, a shape and a ref-counted, 64-byte-aligned buffer.
+//
+// Copies share the buffer (like TF's Tensor). `as<T>()` gives an xtensor adaptor over the
+// buffer without copying; this header is the one place xtensor enters psflow. A Tensor is not
+// synchronised: sharing one between threads is fine for reading; writers must own the buffer
+// (see `is_sole_owner`).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xarray.hpp>
+
+#include "psflow/core/dtype.hpp"
+#include "psflow/core/error.hpp"
+#include "psflow/core/shape.hpp"
+
+namespace psflow {
+
+namespace detail {
+
+// Raw storage of a tensor. Aligned to 64 bytes so SIMD kernels and BLAS get full-speed loads.
+class TensorBuffer {
+ public:
+  static constexpr std::size_t alignment = 64;
+
+  explicit TensorBuffer(std::size_t nbytes) : nbytes_(nbytes) {
+    // Always allocate at least one byte so data() is a valid, unique pointer.
+    data_ = ::operator new(std::max<std::size_t>(nbytes, 1), std::align_val_t{alignment});
+  }
+  TensorBuffer(const TensorBuffer&) = delete;
+  TensorBuffer& operator=(const TensorBuffer&) = delete;
+  ~TensorBuffer() { ::operator delete(data_, std::align_val_t{alignment}); }
+
+  void* data() const noexcept { return data_; }
+  std::size_t nbytes() const noexcept { return nbytes_; }
+
+ private:
+  void* data_;
+  std::size_t nbytes_;
+};
+
+}  // namespace detail
+
+class Tensor {
+ public:
+  // Empty tensor: no dtype-bearing buffer; `empty()` is true.
+  Tensor() = default;
+
+  // Zero-filled tensor of the given dtype and shape.
+  Tensor(DType dtype, Shape shape) : Tensor(uninitialized(dtype, std::move(shape))) {
+    std::memset(raw_data(), 0, nbytes());
+  }
+
+  // Copies the values of an xtensor array in.
+  template <TensorElement T>
+  Tensor(const xt::xarray<T>& values)  // NOLINT: implicit, as in API.md
+      : Tensor(uninitialized(dtype_of<T>(), Shape(values.shape().begin(), values.shape().end()))) {
+    std::copy(values.begin(), values.end(), data<T>());
+  }
+
+  // Rank-0 tensor holding `value`.
+  template <TensorElement T>
+  Tensor(T value)  // NOLINT: implicit, as in API.md
+      : Tensor(uninitialized(dtype_of<T>(), Shape{})) {
+    *data<T>() = value;
+  }
+
+  // A tensor whose contents are unspecified: for kernels that overwrite every element.
+  static Tensor uninitialized(DType dtype, Shape shape) {
+    Tensor t;
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    t.size_ = num_elements(t.shape_);
+    t.buffer_ = std::make_shared<detail::TensorBuffer>(t.size_ * dtype_size(dtype));
+    return t;
+  }
+
+  // A tensor of `shape` holding `values` (row-major); sizes must agree.
+  template <TensorElement T>
+  static Tensor from_vector(const std::vector<T>& values, Shape shape) {
+    if (values.size() != num_elements(shape))
+      throw InvalidArgument("Tensor::from_vector: " + std::to_string(values.size()) +
+                            " values cannot fill shape " + shape_string(shape) + " (" +
+                            std::to_string(num_elements(shape)) + " elements)");
+    Tensor t = uninitialized(dtype_of<T>(), std::move(shape));
+    std::copy(values.begin(), values.end(), t.data<T>());
+    return t;
+  }
+  // A rank-1 tensor holding `values`.
+  template <TensorElement T>
+  static Tensor from_vector(const std::vector<T>& values) {
+    return from_vector(values, Shape{values.size()});
+  }
+
+  // A tensor of `shape` whose every element is `value`.
+  template <TensorElement T>
+  static Tensor filled(T value, Shape shape) {
+    Tensor t = uninitialized(dtype_of<T>(), std::move(shape));
+    std::fill_n(t.data<T>(), t.size(), value);
+    return t;
+  }
+
+  bool empty() const noexcept { return buffer_ == nullptr; }
+  DType dtype() const noexcept { return dtype_; }
+  const Shape& shape() const noexcept { return shape_; }
+  std::size_t rank() const noexcept { return shape_.size(); }
+  std::size_t size() const noexcept { return size_; }
+  std::size_t nbytes() const noexcept { return size_ * dtype_size(dtype_); }
+
+  // Typed pointer to the first element; throws InvalidArgument when T does not match dtype().
+  template <TensorElement T>
+  T* data() {
+    check_dtype<T>();
+    return static_cast<T*>(raw_data());
+  }
+  template <TensorElement T>
+  const T* data() const {
+    check_dtype<T>();
+    return static_cast<const T*>(raw_data());
+  }
+  template <TensorElement T>
+  std::span<T> values() {
+    return {data<T>(), size_};
+  }
+  template <TensorElement T>
+  std::span<const T> values() const {
+    return {data<T>(), size_};
+  }
+
+  void* raw_data() noexcept { return buffer_ ? buffer_->data() : nullptr; }
+  const void* raw_data() const noexcept { return buffer_ ? buffer_->data() : nullptr; }
+
+  // xtensor adaptor over the buffer, no copy; throws InvalidArgument on dtype mismatch.
+  template <TensorElement T>
+  auto as() {
+    return xt::adapt(data<T>(), size_, xt::no_ownership(), shape_);
+  }
+  template <TensorElement T>
+  auto as() const {
+    return xt::adapt(data<T>(), size_, xt::no_ownership(), shape_);
+  }
+
+  // The single element of a tensor with one element (any rank).
+  template <TensorElement T>
+  T scalar() const {
+    if (size_ != 1)
+      throw InvalidArgument("Tensor::scalar() needs exactly one element, this tensor has shape " +
+                            shape_string(shape_));
+    return *data<T>();
+  }
+
+  // Same buffer, new shape with the same element count.
+  Tensor reshaped(Shape shape) const {
+    if (num_elements(shape) != size_)
+      throw InvalidArgument("cannot reshape a tensor of shape " + shape_string(shape_) + " (" +
+                            std::to_string(size_) + " elements) to " + shape_string(shape));
+    Tensor t = *this;
+    t.shape_ = std::move(shape);
+    return t;
+  }
+
+  // A copy with its own buffer.
+  Tensor deep_copy() const {
+    if (empty()) return {};
+    Tensor t = uninitialized(dtype_, shape_);
+    std::memcpy(t.raw_data(), raw_data(), nbytes());
+    return t;
+  }
+
+  // True when no other Tensor shares this buffer, so it may be written in place.
+  bool is_sole_owner() const noexcept { return buffer_ && buffer_.use_count() == 1; }
+
+  // True when both tensors view the same buffer.
+  bool shares_buffer_with(const Tensor& other) const noexcept { return buffer_ == other.buffer_; }
+
+  // Same dtype, shape and bytes.
+  bool equals(const Tensor& other) const {
+    if (empty() || other.empty()) return empty() == other.empty();
+    return dtype_ == other.dtype_ && shape_ == other.shape_ &&
+           std::memcmp(raw_data(), other.raw_data(), nbytes()) == 0;
+  }
+
+  // "float32[2,2]", for error messages.
+  std::string summary() const {
+    if (empty()) return "<empty tensor>";
+    return std::string(dtype_name(dtype_)) + shape_string(shape_);
+  }
+
+ private:
+  template <class T>
+  void check_dtype() const {
+    if (empty()) throw InvalidArgument("accessing the elements of an empty Tensor");
+    if (dtype_of<T>() != dtype_)
+      throw InvalidArgument("tensor holds " + std::string(dtype_name(dtype_)) + ", accessed as " +
+                            std::string(dtype_name(dtype_of<T>())));
+  }
+
+  DType dtype_ = DType::float32;
+  Shape shape_;
+  std::size_t size_ = 0;
+  std::shared_ptr<detail::TensorBuffer> buffer_;
+};
+
+}  // namespace psflow
