@@ -86,12 +86,19 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   throw Internal("visit_dtype: corrupt DType value");
 }
 
-// Like visit_dtype, for kernels defined on numbers only; `what` names the op in the error.
+// Like visit_dtype, for kernels defined on numbers only (never instantiated for bool);
+// `what` names the op in the error.
 template <class Fn>
 decltype(auto) visit_numeric_dtype(DType dtype, std::string_view what, Fn&& fn) {
-  if (dtype == DType::boolean)
-    throw InvalidArgument(std::string(what) + " is not defined for bool tensors: cast to a number type first");
-  return visit_dtype(dtype, std::forward<Fn>(fn));
+  switch (dtype) {
+    case DType::float32: return fn(TypeTag<float>{});
+    case DType::float64: return fn(TypeTag<double>{});
+    case DType::int32: return fn(TypeTag<std::int32_t>{});
+    case DType::int64: return fn(TypeTag<std::int64_t>{});
+    default:
+      throw InvalidArgument(std::string(what) +
+                            " is not defined for bool tensors: use a number type");
+  }
 }
 
 // Like visit_dtype, for kernels defined on float32/float64 only.

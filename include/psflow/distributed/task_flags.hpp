@@ -1,0 +1,247 @@
+// TaskFlags: which task of which cluster this process is, from the command line or TF_CONFIG.
+//
+// TensorFlow 1.x distributed programs are started once per task with the same flags:
+//   trainer --ps_hosts=h0:2222,h1:2222 --worker_hosts=h2:2222,h3:2222 --job_name=worker
+//           --task_index=1
+// or with the TF_CONFIG environment variable set (the cluster managers' way):
+//   TF_CONFIG='{"cluster": {"ps": [...], "worker": [...]}, "task": {"type": "worker", "index": 1}}'
+// TaskFlags::parse reads either and hands back the ClusterSpec, the job name and task index,
+// plus every argument it did not recognise, for the program's own flag parser.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "psflow/core/error.hpp"
+#include "psflow/distributed/cluster_spec.hpp"
+
+namespace psflow {
+
+// TF_CONFIG, parsed: the cluster and, when given, this process's task.
+struct TfConfig {
+  ClusterSpec cluster;
+  std::optional<std::string> task_type;   // "task": {"type": ...}
+  std::optional<std::size_t> task_index;  // "task": {"index": ...}; TF reads a missing one as 0
+
+  // Throws InvalidArgument for malformed JSON, a missing or malformed "cluster", a "task" that
+  // is not an object or has no "type", and an "index" that is not a non-negative integer (a
+  // string of digits is accepted too).
+  static TfConfig parse(std::string_view json);
+};
+
+// The identity of this task. Plain data; parse() is a pure function of its inputs.
+struct TaskFlags {
+  ClusterSpec cluster;
+  std::string job_name;
+  std::size_t task_index = 0;
+  // argv[0] and every argument that is not one of ours, in their original order.
+  std::vector<std::string> remaining_args;
+
+  // Recognised flags, as "--name=value" or "--name value" (one leading '-' works too):
+  //   --ps_hosts, --worker_hosts, --chief_hosts   comma-separated host:port lists (an empty list
+  //                                               leaves the job out)
+  //   --job_name                                  this task's job
+  //   --task_index                                this task's index in its job (default 0)
+  // A "--" ends our flags; it and everything after it are left in remaining_args. When no
+  // *_hosts flag is given, the cluster comes from TF_CONFIG, and so do the job name and index
+  // unless --job_name / --task_index override them. Throws InvalidArgument, saying what to pass,
+  // for: no cluster at all, a flag without its value, a missing job name, a job name the cluster
+  // does not have, a task index that is not a non-negative integer or is out of range, malformed
+  // TF_CONFIG, and every address ClusterSpec rejects.
+  static TaskFlags parse(int argc, const char* const* argv);  // reads TF_CONFIG from the env
+  // Testable form: `args` is argv as strings (args[0] is the program); `tf_config` is TF_CONFIG's
+  // value (nullopt or "" when unset).
+  static TaskFlags parse(const std::vector<std::string>& args,
+                         std::optional<std::string_view> tf_config);
+
+  // TF's convention: task 0 of the "chief" job if the cluster has one, else of "master", else of
+  // "worker".
+  bool is_chief() const;
+  // "/job:<job_name>/task:<task_index>", e.g. as replica_device_setter's worker_device.
+  std::string device() const;
+  // This task's host:port.
+  std::string address() const { return cluster.task_address(job_name, task_index); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Implementation.
+
+namespace detail {
+
+inline std::size_t parse_task_index(std::string_view text, const std::string& what) {
+  if (!is_all_digits(text) || text.size() > 9) {
+    throw InvalidArgument(what + " '" + std::string(text) +
+                          "' is not a task index; give a non-negative integer, e.g. 0");
+  }
+  return static_cast<std::size_t>(std::stoul(std::string(text)));
+}
+
+inline std::vector<std::string> split_host_list(std::string_view list) {
+  std::vector<std::string> hosts;
+  for (std::string_view item : split(list, ',')) {
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty()) hosts.emplace_back(item);
+  }
+  return hosts;
+}
+
+// True when `arg` can be a flag's value given as the next argument (not another flag).
+inline bool looks_like_value(std::string_view arg) {
+  return arg.size() < 2 || arg[0] != '-' || is_ascii_digit(arg[1]);
+}
+
+}  // namespace detail
+
+inline TfConfig TfConfig::parse(std::string_view json) {
+  const nlohmann::json config = detail::parse_tf_config(json);
+  const auto cluster = config.find("cluster");
+  if (cluster == config.end()) {
+    throw InvalidArgument(std::string("TF_CONFIG has no \"cluster\" entry; expected ") +
+                          detail::kTfConfigExample);
+  }
+  TfConfig out{ClusterSpec::from_json(*cluster), std::nullopt, std::nullopt};
+  const auto task = config.find("task");
+  if (task == config.end()) return out;
+  const std::string expected = R"({"type": "worker", "index": 0})";
+  detail::require_object(*task, "TF_CONFIG's \"task\"", expected);
+  const auto type = task->find("type");
+  if (type == task->end() || !type->is_string() || type->get<std::string>().empty()) {
+    throw InvalidArgument(
+        "TF_CONFIG's \"task\" needs a \"type\" naming this task's job; expected " + expected);
+  }
+  out.task_type = type->get<std::string>();
+  const auto index = task->find("index");
+  if (index == task->end()) {
+    out.task_index = 0;
+  } else if (index->is_number_unsigned()) {
+    out.task_index = index->get<std::size_t>();
+  } else if (index->is_string()) {
+    out.task_index = detail::parse_task_index(index->get<std::string>(), "TF_CONFIG task index");
+  } else {
+    throw InvalidArgument("TF_CONFIG's \"task\" \"index\" must be a non-negative integer (got " +
+                          index->dump() + "); expected " + expected);
+  }
+  return out;
+}
+
+inline TaskFlags TaskFlags::parse(int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) args.emplace_back(argv[i] ? argv[i] : "");
+  const char* env = std::getenv("TF_CONFIG");
+  return parse(args, env ? std::optional<std::string_view>(env) : std::nullopt);
+}
+
+inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
+                                  std::optional<std::string_view> tf_config) {
+  static constexpr std::string_view kHostFlags[] = {"ps_hosts", "worker_hosts", "chief_hosts"};
+  const std::string usage =
+      "pass --ps_hosts=host:port,... --worker_hosts=host:port,... --job_name=<ps|worker> "
+      "--task_index=<N>, or set TF_CONFIG";
+
+  TaskFlags out;
+  ClusterSpec::JobMap jobs;
+  bool host_flags = false;
+  std::optional<std::string> job_flag;
+  std::optional<std::string> index_flag;
+
+  std::size_t i = 0;
+  if (!args.empty()) out.remaining_args.push_back(args[i++]);
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") break;
+    std::string_view body = arg;
+    if (body.starts_with("--")) {
+      body.remove_prefix(2);
+    } else if (body.starts_with("-")) {
+      body.remove_prefix(1);
+    } else {
+      out.remaining_args.push_back(arg);
+      continue;
+    }
+    const std::size_t eq = body.find('=');
+    const std::string_view name = body.substr(0, eq);
+    bool ours = name == "job_name" || name == "task_index";
+    for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
+    if (!ours) {
+      out.remaining_args.push_back(arg);
+      continue;
+    }
+    std::string value;
+    if (eq != std::string_view::npos) {
+      value = std::string(body.substr(eq + 1));
+    } else if (i + 1 < args.size() && detail::looks_like_value(args[i + 1])) {
+      value = args[++i];
+    } else {
+      throw InvalidArgument("flag --" + std::string(name) + " needs a value (--" +
+                            std::string(name) + "=<value>); " + usage);
+    }
+    if (name == "job_name") {
+      job_flag = value;
+    } else if (name == "task_index") {
+      index_flag = value;
+    } else {
+      host_flags = true;
+      const std::string job(name.substr(0, name.size() - std::string_view("_hosts").size()));
+      jobs.erase(job);  // a repeated flag replaces the earlier one
+      std::vector<std::string> hosts = detail::split_host_list(value);
+      if (!hosts.empty()) jobs.emplace(job, std::move(hosts));
+    }
+  }
+  for (; i < args.size(); ++i) out.remaining_args.push_back(args[i]);
+
+  std::optional<std::string> job_name = job_flag;
+  std::optional<std::size_t> task_index;
+  if (index_flag) task_index = detail::parse_task_index(*index_flag, "--task_index");
+  const bool have_tf_config = tf_config && !tf_config->empty();
+  if (host_flags) {
+    if (jobs.empty()) throw InvalidArgument("every *_hosts flag is empty; " + usage);
+    out.cluster = ClusterSpec(std::move(jobs));
+    if (!job_name) throw InvalidArgument("--job_name is missing; " + usage);
+  } else if (have_tf_config) {
+    TfConfig config = TfConfig::parse(*tf_config);
+    out.cluster = std::move(config.cluster);
+    if (!job_name) job_name = config.task_type;
+    if (!task_index) task_index = config.task_index;
+    if (!job_name) {
+      throw InvalidArgument(
+          "TF_CONFIG has no \"task\" and --job_name was not given; add \"task\": {\"type\": "
+          "\"worker\", \"index\": 0} to TF_CONFIG or pass --job_name and --task_index");
+    }
+  } else {
+    throw InvalidArgument("no cluster given; " + usage + "='" + detail::kTfConfigExample + "'");
+  }
+
+  out.job_name = *job_name;
+  out.task_index = task_index.value_or(0);
+  if (out.job_name.empty()) throw InvalidArgument("the job name is empty; " + usage);
+  if (!out.cluster.has_job(out.job_name)) {
+    throw InvalidArgument("unknown job name '" + out.job_name + "': the cluster's jobs are " +
+                          detail::join_names(out.cluster.jobs()) +
+                          "; pass one of them as --job_name (or TF_CONFIG's task type)");
+  }
+  const std::size_t n = out.cluster.num_tasks(out.job_name);
+  if (out.task_index >= n) {
+    throw InvalidArgument("task index " + std::to_string(out.task_index) +
+                          " is out of range: job '" + out.job_name + "' has " + std::to_string(n) +
+                          " task(s)" + (n ? ", 0.." + std::to_string(n - 1) : std::string()) +
+                          "; pass a smaller --task_index or list more hosts for the job");
+  }
+  return out;
+}
+
+inline bool TaskFlags::is_chief() const {
+  for (const char* chief_job : {"chief", "master"}) {
+    if (cluster.has_job(chief_job)) return job_name == chief_job && task_index == 0;
+  }
+  return job_name == "worker" && task_index == 0;
+}
+
+inline std::string TaskFlags::device() const { return detail::task_name(job_name, task_index); }
+
+}  // namespace psflow

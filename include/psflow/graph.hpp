@@ -1,0 +1,15 @@
+// Graph building only: tensors, device strings, graphs, ops and variables, without the runtime
+// or Boost.Asio. Include psflow/psflow.hpp to run graphs.
+#pragma once
+
+#include "psflow/core/device_spec.hpp"
+#include "psflow/core/error.hpp"
+#include "psflow/core/tensor.hpp"
+#include "psflow/graph/array_ops.hpp"
+#include "psflow/graph/control_ops.hpp"
+#include "psflow/graph/graph.hpp"
+#include "psflow/graph/math_ops.hpp"
+#include "psflow/graph/nn_ops.hpp"
+#include "psflow/graph/random_ops.hpp"
+#include "psflow/graph/state_ops.hpp"
+#include "psflow/graph/variable.hpp"

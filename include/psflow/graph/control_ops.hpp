@@ -1,0 +1,31 @@
+// Control ops: NoOp, and group() which runs several ops through one NoOp's control inputs.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "psflow/graph/op_builder.hpp"
+
+namespace psflow {
+
+namespace detail {
+inline const bool control_ops_registered =
+    OpRegistry::global().add(OpDef{"NoOp", 0, {}, false, nullptr});
+}  // namespace detail
+
+namespace ops {
+
+inline Operation no_op(Graph& graph, std::string_view name = "") {
+  return detail::build_source_op(graph, "NoOp", {}, name, "NoOp");
+}
+
+// A NoOp that runs after every op in `ops` (TF's tf.group).
+inline Operation group(const std::vector<Operation>& ops, std::string_view name = "") {
+  if (ops.empty()) throw InvalidArgument("ops::group needs at least one op (its graph comes from them)");
+  Graph& graph = ops.front().graph();
+  return graph.create_op(NodeSpec{"NoOp", {}, {}, std::string(name), "group_deps", ops});
+}
+
+}  // namespace ops
+
+}  // namespace psflow

@@ -1,0 +1,460 @@
+// Graph: the dataflow graph a program builds, TF1-style, and the Operation/Output handles.
+//
+// Ops are appended under scopes that the Graph keeps as stacks: device scopes (strings, device
+// functions such as replica_device_setter, or a reset like TF's device(None)), name scopes,
+// colocation scopes and control-dependency scopes. Each scope is an RAII guard returned by a
+// [[nodiscard]] factory. Graph building is single-threaded; running the graph (Session) only
+// reads it, so a graph may grow between runs but not while another thread adds to it.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "psflow/core/device_spec.hpp"
+#include "psflow/core/error.hpp"
+#include "psflow/graph/attr_value.hpp"
+#include "psflow/graph/op_def.hpp"
+
+namespace psflow {
+
+class Graph;
+class Output;
+
+// Names one output of a node inside a graph: node id and output index.
+struct TensorId {
+  int node = -1;
+  int index = 0;
+  bool operator==(const TensorId&) const = default;
+};
+
+namespace detail {
+
+struct Node {
+  std::string name;
+  std::string type;
+  const OpDef* def = nullptr;
+  std::vector<TensorId> inputs;
+  std::vector<int> control_inputs;
+  AttrMap attrs;
+  std::string device;         // canonical requested device, "" when none was requested
+  int colocate_with = -1;     // root node of this node's colocation group, -1 when none
+  std::vector<OutputSpec> outputs;
+};
+
+}  // namespace detail
+
+// Handle to a node of a graph. Cheap to copy; a default-constructed one is empty.
+class Operation {
+ public:
+  Operation() = default;
+  Operation(Graph* graph, int id) : graph_(graph), id_(id) {}
+
+  bool valid() const noexcept { return graph_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+  Graph& graph() const;
+  int id() const noexcept { return id_; }
+
+  std::string name() const;    // unique in its graph, e.g. "add_1"
+  std::string type() const;    // op type, e.g. "Add", "VariableV2"
+  std::string device() const;  // canonical requested device, "" when none
+  int num_inputs() const;
+  int num_outputs() const;
+  Output input(int i) const;
+  Output output(int i = 0) const;
+  std::vector<Operation> control_inputs() const;
+  const AttrMap& attrs() const;
+  const detail::Node& node() const;
+
+  bool operator==(const Operation& o) const noexcept { return graph_ == o.graph_ && id_ == o.id_; }
+
+ private:
+  Graph* graph_ = nullptr;
+  int id_ = -1;
+};
+
+// Handle to one output tensor of an Operation. Cheap to copy; a default-constructed one is empty.
+class Output {
+ public:
+  Output() = default;
+  Output(Operation op, int index) : op_(op), index_(index) {}
+
+  bool valid() const noexcept { return op_.valid(); }
+  explicit operator bool() const noexcept { return valid(); }
+  Operation op() const noexcept { return op_; }
+  int index() const noexcept { return index_; }
+  Graph& graph() const { return op_.graph(); }
+  TensorId id() const noexcept { return {op_.id(), index_}; }
+
+  std::string name() const;  // "add_1:0"
+  DType dtype() const;
+  PartialShape shape() const;
+  bool is_ref() const;
+  std::string device() const { return op_.device(); }
+
+  bool operator==(const Output& o) const noexcept { return op_ == o.op_ && index_ == o.index_; }
+
+ private:
+  Operation op_;
+  int index_ = 0;
+};
+
+// Chooses a device for an op from the op itself (e.g. replica_device_setter).
+using DeviceFunction = std::function<std::string(const Operation&)>;
+
+// Pops a graph scope when it goes out of scope. Move-only.
+class ScopeGuard {
+ public:
+  explicit ScopeGuard(std::function<void()> pop) : pop_(std::move(pop)) {}
+  ScopeGuard(ScopeGuard&& other) noexcept : pop_(std::exchange(other.pop_, nullptr)) {}
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(ScopeGuard&&) = delete;
+  ~ScopeGuard() {
+    if (pop_) pop_();
+  }
+
+ private:
+  std::function<void()> pop_;
+};
+
+// What create_op needs to add a node; the op builders in psflow::ops fill it.
+struct NodeSpec {
+  std::string type;
+  std::vector<Output> inputs;
+  AttrMap attrs;
+  std::string name;          // explicit name ("" to use default_name)
+  std::string default_name;  // e.g. "add"; made unique with _1, _2, ... like TF
+  std::vector<Operation> control_inputs;
+};
+
+class Graph {
+ public:
+  Graph() : uid_(next_uid()) {}
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Ops created while the guard lives request `spec` (a device string, e.g. "/job:ps/task:0").
+  // Nested scopes merge like TF: inner fields win, field by field.
+  [[nodiscard]] ScopeGuard device(std::string_view spec) {
+    return push_device(DeviceScope{DeviceSpec::parse(spec).to_string(), nullptr, false});
+  }
+  [[nodiscard]] ScopeGuard device(const char* spec) { return device(std::string_view(spec)); }
+  // Ops created while the guard lives ask `fn` for their device (after inner scopes applied).
+  [[nodiscard]] ScopeGuard device(DeviceFunction fn) {
+    if (!fn) throw InvalidArgument("Graph::device: empty device function (use device(nullptr) to reset)");
+    return push_device(DeviceScope{"", std::move(fn), false});
+  }
+  // TF's device(None): ops created inside ignore every enclosing device scope.
+  [[nodiscard]] ScopeGuard device(std::nullptr_t) { return push_device(DeviceScope{"", nullptr, true}); }
+
+  // Ops created inside are named "<scope>/<name>"; the scope name is made unique like TF's.
+  [[nodiscard]] ScopeGuard name_scope(std::string_view name);
+  // Ops created inside share `op`'s device (TF's colocate_with); the placer keeps them together.
+  [[nodiscard]] ScopeGuard colocate_with(const Operation& op);
+  // Ops created inside run only after `ops` (TF's control_dependencies).
+  [[nodiscard]] ScopeGuard control_dependencies(std::vector<Operation> ops);
+  // Ops created inside ignore every enclosing control_dependencies scope (TF's
+  // control_dependencies(None)); used when creating variables.
+  [[nodiscard]] ScopeGuard clear_control_dependencies() {
+    auto saved = std::exchange(control_scopes_, {});
+    return ScopeGuard([this, saved = std::move(saved)]() mutable { control_scopes_ = std::move(saved); });
+  }
+
+  std::vector<Operation> operations() const;
+  Operation operation(std::string_view name) const;  // throws NotFound
+  std::optional<Operation> find_operation(std::string_view name) const;
+  // Parses "name" or "name:index"; throws NotFound.
+  Output tensor(std::string_view name) const;
+
+  std::size_t num_nodes() const noexcept { return nodes_.size(); }
+  const detail::Node& node(int id) const { return nodes_.at(static_cast<std::size_t>(id)); }
+  std::uint64_t uid() const noexcept { return uid_; }  // unique per Graph in this process
+
+  // Adds a node: checks inputs, infers outputs (throws InvalidArgument on mismatches), names it
+  // and applies the scopes. Used by every op builder.
+  Operation create_op(NodeSpec spec);
+
+  // Collections (TF's graph collections), e.g. "variables", "trainable_variables".
+  void add_to_collection(const std::string& key, std::shared_ptr<const void> item) {
+    collections_[key].push_back(std::move(item));
+  }
+  template <class T>
+  std::vector<std::shared_ptr<const T>> collection(const std::string& key) const {
+    std::vector<std::shared_ptr<const T>> out;
+    if (auto it = collections_.find(key); it != collections_.end())
+      for (const auto& item : it->second) out.push_back(std::static_pointer_cast<const T>(item));
+    return out;
+  }
+
+  // State a runtime keeps per graph (the in-process devices and their variables), created on
+  // first use so that graph building does not depend on the runtime.
+  template <class T>
+  T& runtime_state() {
+    std::lock_guard lock(runtime_state_mutex_);
+    if (!runtime_state_) runtime_state_ = std::make_shared<T>();
+    return *static_cast<T*>(runtime_state_.get());
+  }
+
+  // Makes `name` unique in this graph, like TF's Graph.unique_name (prefixing the name scope).
+  std::string unique_name(std::string_view name, bool with_scope = true);
+  std::string current_name_scope() const { return name_scope_.empty() ? "" : name_scope_.back(); }
+
+ private:
+  struct DeviceScope {
+    std::string spec;    // merged into the op's device (outer fields lose)
+    DeviceFunction fn;   // or: asked for the device
+    bool reset = false;  // or: stop looking at outer scopes
+  };
+
+  static std::uint64_t next_uid() {
+    static std::atomic<std::uint64_t> counter{1};
+    return counter++;
+  }
+  ScopeGuard push_device(DeviceScope scope) {
+    device_scopes_.push_back(std::move(scope));
+    return ScopeGuard([this] { device_scopes_.pop_back(); });
+  }
+  std::string device_for(const Operation& op);
+  const OpDef& checked_def(std::string_view type) const;
+
+  std::uint64_t uid_;
+  std::deque<detail::Node> nodes_;  // deque: node references stay valid while the graph grows
+  std::unordered_map<std::string, int> index_by_name_;
+  std::unordered_map<std::string, int> names_in_use_;
+  std::vector<DeviceScope> device_scopes_;
+  std::vector<std::string> name_scope_;
+  std::vector<int> colocation_scopes_;
+  std::vector<std::vector<Operation>> control_scopes_;
+  std::unordered_map<std::string, std::vector<std::shared_ptr<const void>>> collections_;
+  std::mutex runtime_state_mutex_;
+  std::shared_ptr<void> runtime_state_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Definitions
+
+inline Graph& Operation::graph() const {
+  if (!graph_) throw InvalidArgument("using an empty Operation handle (default-constructed)");
+  return *graph_;
+}
+inline const detail::Node& Operation::node() const { return graph().node(id_); }
+inline std::string Operation::name() const { return node().name; }
+inline std::string Operation::type() const { return node().type; }
+inline std::string Operation::device() const { return node().device; }
+inline int Operation::num_inputs() const { return static_cast<int>(node().inputs.size()); }
+inline int Operation::num_outputs() const { return static_cast<int>(node().outputs.size()); }
+inline const AttrMap& Operation::attrs() const { return node().attrs; }
+inline Output Operation::input(int i) const {
+  const auto& n = node();
+  if (i < 0 || i >= static_cast<int>(n.inputs.size()))
+    throw InvalidArgument("op '" + n.name + "' has " + std::to_string(n.inputs.size()) +
+                          " inputs, asked for input " + std::to_string(i));
+  return Output(Operation(graph_, n.inputs[i].node), n.inputs[i].index);
+}
+inline Output Operation::output(int i) const {
+  const auto& n = node();
+  if (i < 0 || i >= static_cast<int>(n.outputs.size()))
+    throw InvalidArgument("op '" + n.name + "' (" + n.type + ") has " +
+                          std::to_string(n.outputs.size()) + " outputs, asked for output " +
+                          std::to_string(i));
+  return Output(*this, i);
+}
+inline std::vector<Operation> Operation::control_inputs() const {
+  std::vector<Operation> out;
+  for (int id : node().control_inputs) out.emplace_back(graph_, id);
+  return out;
+}
+
+inline std::string Output::name() const { return op_.name() + ":" + std::to_string(index_); }
+inline DType Output::dtype() const { return op_.node().outputs.at(index_).dtype; }
+inline PartialShape Output::shape() const { return op_.node().outputs.at(index_).shape; }
+inline bool Output::is_ref() const { return op_.node().outputs.at(index_).is_ref; }
+
+inline std::string Graph::unique_name(std::string_view name, bool with_scope) {
+  std::string base = std::string(name);
+  if (with_scope && !current_name_scope().empty()) base = current_name_scope() + "/" + base;
+  int& uses = names_in_use_[base];
+  if (uses++ == 0) return base;
+  // Like TF: try base_1, base_2, ... skipping names taken explicitly.
+  int i = uses - 1;
+  std::string candidate;
+  do {
+    candidate = base + "_" + std::to_string(i++);
+  } while (names_in_use_.count(candidate) != 0);
+  uses = i;
+  names_in_use_[candidate] = 1;
+  return candidate;
+}
+
+inline ScopeGuard Graph::name_scope(std::string_view name) {
+  if (name.empty()) {  // TF: an empty name resets to the root scope
+    name_scope_.push_back("");
+  } else {
+    std::string scoped(name);
+    if (scoped.back() == '/') {  // "a/b/" re-enters an existing scope verbatim, as in TF
+      scoped.pop_back();
+    } else {
+      scoped = unique_name(name);
+    }
+    name_scope_.push_back(scoped);
+  }
+  return ScopeGuard([this] { name_scope_.pop_back(); });
+}
+
+inline ScopeGuard Graph::colocate_with(const Operation& op) {
+  if (&op.graph() != this) throw InvalidArgument("colocate_with: op '" + op.name() + "' is from another graph");
+  const int root = op.node().colocate_with >= 0 ? op.node().colocate_with : op.id();
+  colocation_scopes_.push_back(root);
+  return ScopeGuard([this] { colocation_scopes_.pop_back(); });
+}
+
+inline ScopeGuard Graph::control_dependencies(std::vector<Operation> ops) {
+  for (const auto& op : ops)
+    if (&op.graph() != this)
+      throw InvalidArgument("control_dependencies: op '" + op.name() + "' is from another graph");
+  control_scopes_.push_back(std::move(ops));
+  return ScopeGuard([this] { control_scopes_.pop_back(); });
+}
+
+inline std::vector<Operation> Graph::operations() const {
+  std::vector<Operation> out;
+  out.reserve(nodes_.size());
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    out.emplace_back(const_cast<Graph*>(this), static_cast<int>(i));
+  return out;
+}
+
+inline std::optional<Operation> Graph::find_operation(std::string_view name) const {
+  auto it = index_by_name_.find(std::string(name));
+  if (it == index_by_name_.end()) return std::nullopt;
+  return Operation(const_cast<Graph*>(this), it->second);
+}
+
+inline Operation Graph::operation(std::string_view name) const {
+  if (auto op = find_operation(name)) return *op;
+  throw NotFound("no operation named '" + std::string(name) + "' in this graph");
+}
+
+inline Output Graph::tensor(std::string_view name) const {
+  auto colon = name.rfind(':');
+  int index = 0;
+  std::string_view op_name = name;
+  if (colon != std::string_view::npos) {
+    op_name = name.substr(0, colon);
+    try {
+      index = std::stoi(std::string(name.substr(colon + 1)));
+    } catch (const std::exception&) {
+      throw InvalidArgument("tensor name '" + std::string(name) + "' must be 'op' or 'op:index'");
+    }
+  }
+  return operation(op_name).output(index);
+}
+
+inline const OpDef& Graph::checked_def(std::string_view type) const {
+  return OpRegistry::global().lookup(type);
+}
+
+inline std::string Graph::device_for(const Operation& op) {
+  // TF's _apply_device_functions: innermost scope first; a string scope merges under the
+  // op's current device (the op's fields win); a function scope replaces it; a reset stops.
+  std::string device;
+  for (auto it = device_scopes_.rbegin(); it != device_scopes_.rend(); ++it) {
+    if (it->reset) break;
+    if (it->fn) {
+      nodes_[op.id()].device = device;  // the function sees the op's device so far
+      device = DeviceSpec::parse(it->fn(op)).to_string();
+    } else {
+      DeviceSpec merged = DeviceSpec::parse(it->spec);
+      merged.merge_from(DeviceSpec::parse(device));
+      device = merged.to_string();
+    }
+  }
+  return device;
+}
+
+inline Operation Graph::create_op(NodeSpec spec) {
+  const OpDef& def = checked_def(spec.type);
+  const std::string display = spec.name.empty() ? spec.default_name : spec.name;
+  if (def.num_inputs >= 0 && static_cast<int>(spec.inputs.size()) != def.num_inputs)
+    throw InvalidArgument(spec.type + " '" + display + "' takes " + std::to_string(def.num_inputs) +
+                          " inputs, got " + std::to_string(spec.inputs.size()));
+
+  std::vector<std::string> input_names;
+  std::vector<DType> input_dtypes;
+  std::vector<PartialShape> input_shapes;
+  for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
+    const Output& in = spec.inputs[i];
+    if (!in.valid())
+      throw InvalidArgument(spec.type + " '" + display + "': input " + std::to_string(i) +
+                            " is an empty Output (default-constructed, never assigned)");
+    if (&in.graph() != this)
+      throw InvalidArgument(spec.type + " '" + display + "': input '" + in.name() +
+                            "' belongs to another Graph");
+    input_names.push_back(in.name());
+    input_dtypes.push_back(in.dtype());
+    input_shapes.push_back(in.shape());
+  }
+  for (int ref : def.ref_inputs)
+    if (!spec.inputs[ref].is_ref())
+      throw InvalidArgument(spec.type + " '" + display + "': input " + std::to_string(ref) +
+                            " must be a variable (got '" + spec.inputs[ref].name() + "')");
+  for (const auto& c : spec.control_inputs)
+    if (&c.graph() != this)
+      throw InvalidArgument(spec.type + " '" + display + "': control input '" + c.name() +
+                            "' belongs to another Graph");
+
+  std::string name;
+  if (!spec.name.empty()) {
+    name = unique_name(spec.name);
+  } else {
+    name = unique_name(spec.default_name.empty() ? spec.type : spec.default_name);
+  }
+  InferenceContext ctx{def.type, name, input_names, input_dtypes, input_shapes, spec.attrs};
+  std::vector<OutputSpec> outputs = def.infer ? def.infer(ctx) : std::vector<OutputSpec>{};
+
+  detail::Node node;
+  node.name = name;
+  node.type = def.type;
+  node.def = &def;
+  for (const auto& in : spec.inputs) node.inputs.push_back(in.id());
+  for (const auto& c : spec.control_inputs) node.control_inputs.push_back(c.id());
+  for (const auto& scope : control_scopes_)
+    for (const auto& c : scope)
+      if (std::find(node.control_inputs.begin(), node.control_inputs.end(), c.id()) ==
+          node.control_inputs.end())
+        node.control_inputs.push_back(c.id());
+  node.attrs = std::move(spec.attrs);
+  node.outputs = std::move(outputs);
+
+  const int id = static_cast<int>(nodes_.size());
+  nodes_.push_back(std::move(node));
+  index_by_name_[name] = id;
+  Operation op(this, id);
+  try {
+    nodes_[id].device = device_for(op);
+  } catch (...) {  // a bad device string from a scope function: leave the graph as it was
+    nodes_.pop_back();
+    index_by_name_.erase(name);
+    throw;
+  }
+  if (!colocation_scopes_.empty()) {  // colocation wins over device scopes, as in TF
+    const int root = colocation_scopes_.back();
+    nodes_[id].colocate_with = root;
+    nodes_[id].device = nodes_[root].device;
+  }
+  return op;
+}
+
+}  // namespace psflow

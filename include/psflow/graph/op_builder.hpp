@@ -1,0 +1,65 @@
+// Small helpers shared by the op builders in psflow::ops: creating a node from its inputs
+// (the graph comes from the inputs), and common shape functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "psflow/graph/graph.hpp"
+
+namespace psflow::detail {
+
+// Creates a node of `type` on the graph of inputs[0] and returns the operation.
+inline Operation build_op(std::string type, std::vector<Output> inputs, AttrMap attrs,
+                          std::string_view name, std::string default_name) {
+  if (inputs.empty() || !inputs[0].valid())
+    throw InvalidArgument(type + ": the first input is an empty Output (default-constructed)");
+  NodeSpec spec{std::move(type), std::move(inputs), std::move(attrs), std::string(name),
+                std::move(default_name), {}};
+  Graph& graph = spec.inputs[0].graph();
+  return graph.create_op(std::move(spec));
+}
+
+// Same, for ops without inputs.
+inline Operation build_source_op(Graph& graph, std::string type, AttrMap attrs,
+                                 std::string_view name, std::string default_name) {
+  return graph.create_op(
+      NodeSpec{std::move(type), {}, std::move(attrs), std::string(name), std::move(default_name), {}});
+}
+
+// Output 0 of an element-wise op: the input's dtype and shape.
+inline std::vector<OutputSpec> same_as_input(const InferenceContext& ctx) {
+  return {OutputSpec{ctx.input_dtypes[0], ctx.input_shapes[0]}};
+}
+
+// Shape function of numpy-broadcasting binary ops.
+inline std::vector<OutputSpec> broadcast_binary(const InferenceContext& ctx) {
+  ctx.expect_same_dtype(0, 1);
+  const auto& a = ctx.input_shapes[0];
+  const auto& b = ctx.input_shapes[1];
+  if (!a.known || !b.known) return {OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()}};
+  auto dims = broadcast_dims(a.dims, b.dims);
+  if (!dims)
+    ctx.fail("shapes cannot be broadcast together: " + ctx.describe_input(0) + " and " +
+             ctx.describe_input(1));
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(*dims)}};
+}
+
+inline void expect_numeric(const InferenceContext& ctx, std::size_t i) {
+  if (!is_numeric(ctx.input_dtypes[i]))
+    ctx.fail("needs a number input, got " + ctx.describe_input(i));
+}
+
+inline void expect_floating(const InferenceContext& ctx, std::size_t i) {
+  if (!is_floating(ctx.input_dtypes[i]))
+    ctx.fail("needs a float32 or float64 input, got " + ctx.describe_input(i) +
+             " (build the value as float)");
+}
+
+inline std::vector<std::int64_t> to_dims(const std::vector<int>& values) {
+  return std::vector<std::int64_t>(values.begin(), values.end());
+}
+
+}  // namespace psflow::detail

@@ -1,0 +1,190 @@
+// Variables: named, persistent state built TF1-style with get_variable().
+//
+// A Variable is a handle to four nodes, named like TF's: "w" (VariableV2, placed by the device
+// scopes, e.g. on a ps task), "w/Initializer/..." (its initial value), "w/Assign" (the
+// initializer) and "w/read" (the value other ops consume). The last three are colocated with
+// "w", so initializing and reading happen where the variable lives.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "psflow/graph/array_ops.hpp"
+#include "psflow/graph/control_ops.hpp"
+#include "psflow/graph/random_ops.hpp"
+#include "psflow/graph/state_ops.hpp"
+
+namespace psflow {
+
+// Builds a variable's initial value as ops (run on the variable's device).
+class Initializer {
+ public:
+  using Build = std::function<Output(Graph&, const Shape&, DType)>;
+  explicit Initializer(Build build) : build_(std::move(build)) {}
+  Output operator()(Graph& graph, const Shape& shape, DType dtype) const {
+    return build_(graph, shape, dtype);
+  }
+
+ private:
+  Build build_;
+};
+
+inline Initializer constant_initializer(double value) {
+  return Initializer([value](Graph& g, const Shape& shape, DType dtype) {
+    return ops::fill(g, dtype, shape, value, "Const");
+  });
+}
+
+inline Initializer zeros_initializer() {
+  return Initializer([](Graph& g, const Shape& shape, DType dtype) {
+    return ops::fill(g, dtype, shape, 0.0, "zeros");
+  });
+}
+
+inline Initializer random_normal_initializer(double mean = 0, double stddev = 1,
+                                             std::uint64_t seed = 0) {
+  return Initializer([=](Graph& g, const Shape& shape, DType dtype) {
+    return ops::random_normal(g, shape, mean, stddev, seed, dtype, "random_normal");
+  });
+}
+
+// Glorot/Xavier uniform: U(-l, l) with l = sqrt(6 / (fan_in + fan_out)), fans as TF computes them.
+inline Initializer glorot_uniform_initializer(std::uint64_t seed = 0) {
+  return Initializer([=](Graph& g, const Shape& shape, DType dtype) {
+    double fan_in = 1, fan_out = 1;
+    if (shape.size() == 1) {
+      fan_in = fan_out = static_cast<double>(shape[0]);
+    } else if (shape.size() >= 2) {
+      double receptive = 1;
+      for (std::size_t i = 0; i + 2 < shape.size(); ++i) receptive *= static_cast<double>(shape[i]);
+      fan_in = static_cast<double>(shape[shape.size() - 2]) * receptive;
+      fan_out = static_cast<double>(shape[shape.size() - 1]) * receptive;
+    }
+    const double limit = std::sqrt(6.0 / std::max(1.0, fan_in + fan_out));
+    return ops::random_uniform(g, shape, -limit, limit, seed, dtype, "random_uniform");
+  });
+}
+
+namespace detail {
+struct VariableRecord {
+  Operation variable;     // VariableV2
+  Operation initializer;  // Assign of the initial value
+  Output snapshot;        // "w/read"
+  Shape shape;
+  DType dtype;
+  bool trainable;
+};
+inline constexpr const char* kGlobalVariables = "variables";
+inline constexpr const char* kTrainableVariables = "trainable_variables";
+}  // namespace detail
+
+// Handle to a variable. Cheap to copy; a default-constructed one is empty.
+class Variable {
+ public:
+  Variable() = default;
+  explicit Variable(std::shared_ptr<const detail::VariableRecord> record) : record_(std::move(record)) {}
+
+  bool valid() const noexcept { return record_ != nullptr; }
+  operator Output() const { return value(); }   // NOLINT: implicit, as TF's variables convert
+  Output value() const { return record().snapshot; }  // "w/read:0"
+  Output ref() const { return record().variable.output(0); }  // the VariableV2 reference
+  Operation op() const { return record().variable; }
+  Operation initializer() const { return record().initializer; }
+  Output assign(Output v) const { return ops::assign(ref(), v); }
+  Output assign_add(Output v) const { return ops::assign_add(ref(), v); }
+  Output assign_sub(Output v) const { return ops::assign_sub(ref(), v); }
+  // The variable's name as given to get_variable (its op's name, the checkpoint key), e.g. "w".
+  std::string name() const { return record().variable.name(); }
+  std::string device() const { return record().variable.device(); }
+  const Shape& shape() const { return record().shape; }
+  DType dtype() const { return record().dtype; }
+  bool trainable() const { return record().trainable; }
+  Graph& graph() const { return record().variable.graph(); }
+  bool operator==(const Variable& o) const { return record_ == o.record_; }
+
+ private:
+  const detail::VariableRecord& record() const {
+    if (!record_) throw InvalidArgument("using an empty Variable handle (default-constructed)");
+    return *record_;
+  }
+  std::shared_ptr<const detail::VariableRecord> record_;
+};
+
+inline std::vector<Variable> global_variables(const Graph& graph) {
+  std::vector<Variable> out;
+  for (auto& r : graph.collection<detail::VariableRecord>(detail::kGlobalVariables)) out.emplace_back(r);
+  return out;
+}
+
+inline std::vector<Variable> trainable_variables(const Graph& graph) {
+  std::vector<Variable> out;
+  for (auto& r : graph.collection<detail::VariableRecord>(detail::kTrainableVariables))
+    out.emplace_back(r);
+  return out;
+}
+
+inline std::optional<Variable> find_variable(const Graph& graph, std::string_view name) {
+  for (auto& v : global_variables(graph))
+    if (v.name() == name) return v;
+  return std::nullopt;
+}
+
+// Creates variable `name` (taken verbatim: name scopes do not apply, as with TF's get_variable).
+// Throws AlreadyExists if the graph already has an op of that name.
+inline Variable get_variable(Graph& graph, std::string_view name, Shape shape, Initializer init,
+                             DType dtype = DType::float32, bool trainable = true) {
+  if (name.empty()) throw InvalidArgument("get_variable: the variable needs a name");
+  if (graph.find_operation(name))
+    throw AlreadyExists("a variable or op named '" + std::string(name) +
+                        "' already exists in this graph: pick another name, or keep and reuse the "
+                        "Variable handle (find_variable(graph, name) returns it)");
+  auto no_control = graph.clear_control_dependencies();  // variables never wait on other ops
+  auto root = graph.name_scope("");
+  auto record = std::make_shared<detail::VariableRecord>();
+  record->shape = shape;
+  record->dtype = dtype;
+  record->trainable = trainable;
+  record->variable = ops::variable(graph, shape, dtype, name).op();
+  {
+    auto scope = graph.name_scope(std::string(name) + "/");
+    auto colocated = graph.colocate_with(record->variable);
+    Output initial;
+    {
+      auto init_scope = graph.name_scope("Initializer");
+      initial = init(graph, shape, dtype);
+    }
+    if (initial.dtype() != dtype)
+      throw InvalidArgument("initializer of variable '" + std::string(name) + "' produced " +
+                            std::string(dtype_name(initial.dtype())) + ", the variable is " +
+                            std::string(dtype_name(dtype)));
+    record->initializer = ops::assign(record->variable.output(0), initial, true, "Assign").op();
+    record->snapshot = ops::identity(record->variable.output(0), "read");
+  }
+  graph.add_to_collection(detail::kGlobalVariables, record);
+  if (trainable) graph.add_to_collection(detail::kTrainableVariables, record);
+  return Variable(record);
+}
+
+// One op that runs every variable's initializer ("init"; a NoOp when there are none).
+inline Operation global_variables_initializer(Graph& graph) {
+  std::vector<Operation> inits;
+  for (const auto& v : global_variables(graph)) inits.push_back(v.initializer());
+  if (inits.empty()) return ops::no_op(graph, "init");
+  return ops::group(inits, "init");
+}
+
+// Like global_variables_initializer for a chosen set (TF's variables_initializer).
+inline Operation variables_initializer(const std::vector<Variable>& vars, std::string_view name = "init") {
+  if (vars.empty()) throw InvalidArgument("variables_initializer: no variables given");
+  std::vector<Operation> inits;
+  for (const auto& v : vars) inits.push_back(v.initializer());
+  return ops::group(inits, name);
+}
+
+}  // namespace psflow

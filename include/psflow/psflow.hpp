@@ -1,0 +1,10 @@
+// psflow: TensorFlow 1.x-style parameter-server training in C++. Includes everything.
+#pragma once
+
+#include "psflow/version.hpp"
+#include "psflow/graph.hpp"
+#include "psflow/core/tensor_format.hpp"
+#include "psflow/runtime/kernels.hpp"
+#include "psflow/runtime/session.hpp"
+#include "psflow/distributed/cluster_spec.hpp"
+#include "psflow/distributed/task_flags.hpp"

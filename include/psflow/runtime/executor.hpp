@@ -1,0 +1,301 @@
+// Executor: runs a fixed set of graph nodes as a dataflow, one step at a time.
+//
+// Built once per (graph, node set, feeds, fetches): kernels are created and the edges turned
+// into flat arrays, so a step allocates only its own slots and counters. A node runs when its
+// last input arrives; cheap successors run inline on the same thread, and when several
+// expensive nodes become ready at once all but one go to the thread pool. The first kernel
+// error aborts the step (no further nodes start, the rendezvous is aborted so no Recv waits)
+// and is reported once every running node has finished, so no error can deadlock a step.
+//
+// Thread-safe: several steps may run at once on one executor.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "psflow/core/error.hpp"
+#include "psflow/graph/graph.hpp"
+#include "psflow/runtime/kernel.hpp"
+#include "psflow/runtime/rendezvous.hpp"
+#include "psflow/runtime/thread_pool.hpp"
+
+namespace psflow {
+
+class Executor {
+ public:
+  struct Params {
+    const Graph* graph = nullptr;
+    std::vector<int> nodes;          // node ids to run (closed under inputs, except fed tensors)
+    std::vector<TensorId> feeds;     // tensors supplied by the caller instead of computed
+    std::vector<TensorId> fetches;   // tensors returned to the caller
+    std::function<Device&(const detail::Node&)> device_for;
+  };
+  using DoneCallback = std::function<void(Status, std::vector<Tensor>)>;
+
+  // Creates every kernel; throws (typed) when a node has no kernel or bad attributes.
+  explicit Executor(Params params);
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs one step and calls `done` exactly once with the status and the fetched tensors (in
+  // Params::fetches order). `pool` may be null: everything then runs on the calling thread
+  // (and on threads completing asynchronous kernels). `step` must outlive the call to done.
+  void run_async(StepContext& step, std::vector<Tensor> feeds, ThreadPool* pool,
+                 DoneCallback done) const;
+
+  // Blocking form: returns the fetches or throws the step's typed error.
+  std::vector<Tensor> run(StepContext& step, std::vector<Tensor> feeds, ThreadPool* pool) const {
+    std::promise<std::pair<Status, std::vector<Tensor>>> result;
+    auto future = result.get_future();
+    run_async(step, std::move(feeds), pool, [&result](Status s, std::vector<Tensor> out) {
+      result.set_value({std::move(s), std::move(out)});
+    });
+    auto [status, fetches] = future.get();
+    status.raise_if_error();
+    return std::move(fetches);
+  }
+
+  std::size_t num_nodes() const noexcept { return plan_.size(); }
+
+ private:
+  // Where an input comes from: slot index (>= 0) or feed index f encoded as -(f + 1).
+  using Location = int;
+
+  struct PlanNode {
+    const detail::Node* node = nullptr;
+    Device* device = nullptr;
+    std::unique_ptr<OpKernel> kernel;
+    AsyncOpKernel* async_kernel = nullptr;  // kernel, when it is asynchronous
+    bool expensive = true;
+    std::vector<Location> inputs;
+    std::vector<int> successors;  // one entry per edge (data or control) to a plan node
+    int initial_pending = 0;
+    int output_base = 0;  // slot of output 0
+  };
+
+  struct StepState;
+  void process(StepState* s, std::vector<int> ready) const;
+  void finish_node(StepState* s, int id, std::vector<int>& ready) const;
+  void complete_step(StepState* s) const;
+
+  Params params_;
+  std::vector<PlanNode> plan_;
+  std::vector<int> roots_;
+  std::vector<Location> fetch_locations_;
+  int num_slots_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+struct Executor::StepState {
+  StepContext* step = nullptr;
+  ThreadPool* pool = nullptr;
+  std::vector<Entry> feeds;
+  std::vector<Entry> slots;
+  std::unique_ptr<std::atomic<int>[]> pending;
+  std::atomic<int> outstanding{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  Status status;
+  DoneCallback done;
+
+  const Entry& at(Location loc) const {
+    return loc >= 0 ? slots[static_cast<std::size_t>(loc)] : feeds[static_cast<std::size_t>(-loc - 1)];
+  }
+  void record_error(const Status& error) {
+    {
+      std::lock_guard lock(error_mutex);
+      if (!status.ok()) return;
+      status = error;
+    }
+    failed.store(true, std::memory_order_release);
+    if (step->rendezvous) step->rendezvous->abort(error);
+  }
+};
+
+inline Executor::Executor(Params params) : params_(std::move(params)) {
+  const Graph& graph = *params_.graph;
+  std::vector<int> plan_index(graph.num_nodes(), -1);
+  std::unordered_map<long long, int> feed_index;
+  auto key = [](TensorId t) { return (static_cast<long long>(t.node) << 20) | t.index; };
+  for (std::size_t f = 0; f < params_.feeds.size(); ++f) feed_index[key(params_.feeds[f])] = static_cast<int>(f);
+
+  plan_.resize(params_.nodes.size());
+  for (std::size_t i = 0; i < params_.nodes.size(); ++i) {
+    const int id = params_.nodes[i];
+    plan_index[static_cast<std::size_t>(id)] = static_cast<int>(i);
+    PlanNode& p = plan_[i];
+    p.node = &graph.node(id);
+    p.output_base = num_slots_;
+    num_slots_ += static_cast<int>(p.node->outputs.size());
+  }
+
+  auto locate = [&](TensorId t, const std::string& user) -> Location {
+    if (auto it = feed_index.find(key(t)); it != feed_index.end()) return -(it->second + 1);
+    const int src = plan_index[static_cast<std::size_t>(t.node)];
+    if (src < 0)
+      throw Internal("executor: '" + graph.node(t.node).name + "' feeds '" + user +
+                     "' but is not among the nodes to run");
+    return plan_[static_cast<std::size_t>(src)].output_base + t.index;
+  };
+
+  for (std::size_t i = 0; i < plan_.size(); ++i) {
+    PlanNode& p = plan_[i];
+    for (const TensorId& in : p.node->inputs) {
+      p.inputs.push_back(locate(in, p.node->name));
+      if (p.inputs.back() >= 0) {
+        plan_[static_cast<std::size_t>(plan_index[static_cast<std::size_t>(in.node)])].successors.push_back(static_cast<int>(i));
+        ++p.initial_pending;
+      }
+    }
+    for (int c : p.node->control_inputs) {
+      const int src = plan_index[static_cast<std::size_t>(c)];
+      if (src < 0) continue;  // a control input outside the run set (pruned away by a feed)
+      plan_[static_cast<std::size_t>(src)].successors.push_back(static_cast<int>(i));
+      ++p.initial_pending;
+    }
+  }
+  for (std::size_t i = 0; i < plan_.size(); ++i) {
+    PlanNode& p = plan_[i];
+    p.device = &params_.device_for(*p.node);
+    try {
+      p.kernel = KernelRegistry::global().create(OpKernelConstruction(*p.node, *p.device, graph));
+    } catch (const Error& e) {
+      throw_error(e.code(), "cannot create kernel for " + p.node->type + " '" + p.node->name +
+                                "' on " + p.device->name() + ": " + e.message());
+    }
+    p.async_kernel = dynamic_cast<AsyncOpKernel*>(p.kernel.get());
+    p.expensive = p.kernel->is_expensive();
+    if (p.initial_pending == 0) roots_.push_back(static_cast<int>(i));
+  }
+  for (const TensorId& f : params_.fetches) fetch_locations_.push_back(locate(f, "the fetch list"));
+}
+
+inline void Executor::run_async(StepContext& step, std::vector<Tensor> feeds, ThreadPool* pool,
+                                DoneCallback done) const {
+  if (feeds.size() != params_.feeds.size())
+    throw Internal("executor: " + std::to_string(feeds.size()) + " feeds given, " +
+                   std::to_string(params_.feeds.size()) + " expected");
+  auto* s = new StepState;
+  s->step = &step;
+  s->pool = pool;
+  s->done = std::move(done);
+  s->feeds.resize(feeds.size());
+  for (std::size_t i = 0; i < feeds.size(); ++i) s->feeds[i].tensor = std::move(feeds[i]);
+  s->slots.resize(static_cast<std::size_t>(num_slots_));
+  s->pending.reset(new std::atomic<int>[plan_.size()]);
+  for (std::size_t i = 0; i < plan_.size(); ++i)
+    s->pending[i].store(plan_[i].initial_pending, std::memory_order_relaxed);
+  if (plan_.empty()) {
+    complete_step(s);
+    return;
+  }
+  s->outstanding.store(static_cast<int>(roots_.size()), std::memory_order_relaxed);
+  process(s, roots_);
+}
+
+inline void Executor::process(StepState* s, std::vector<int> ready) const {
+  while (!ready.empty()) {
+    const int id = ready.back();
+    ready.pop_back();
+    const PlanNode& p = plan_[static_cast<std::size_t>(id)];
+    if (!s->failed.load(std::memory_order_acquire)) {
+      // Gather input pointers: small graphs keep them on the stack.
+      const Entry* stack_inputs[8];
+      std::vector<const Entry*> heap_inputs;
+      const Entry** inputs = stack_inputs;
+      if (p.inputs.size() > 8) {
+        heap_inputs.resize(p.inputs.size());
+        inputs = heap_inputs.data();
+      }
+      for (std::size_t i = 0; i < p.inputs.size(); ++i) inputs[i] = &s->at(p.inputs[i]);
+      Entry* outputs = s->slots.data() + p.output_base;
+
+      if (p.async_kernel) {
+        // The context must live until the kernel calls back; inputs are copied for the same reason.
+        struct AsyncCall {
+          std::vector<const Entry*> inputs;
+          std::unique_ptr<OpKernelContext> ctx;
+        };
+        auto call = std::make_shared<AsyncCall>();
+        call->inputs.assign(inputs, inputs + p.inputs.size());
+        call->ctx = std::make_unique<OpKernelContext>(*p.node, *p.device, *s->step,
+                                                      call->inputs.data(), outputs);
+        try {
+          p.async_kernel->compute_async(*call->ctx, [this, s, id, call](Status status) {
+            const PlanNode& node = plan_[static_cast<std::size_t>(id)];
+            if (!status.ok())
+              s->record_error(status.with_context(node.node->type + " '" + node.node->name + "' on " +
+                                                  node.device->name()));
+            std::vector<int> next;
+            finish_node(s, id, next);
+            process(s, std::move(next));
+          });
+        } catch (...) {
+          s->record_error(Status::from_current_exception().with_context(
+              p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+          finish_node(s, id, ready);
+        }
+        continue;
+      }
+
+      try {
+        OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs);
+        p.kernel->compute(ctx);
+      } catch (...) {
+        s->record_error(Status::from_current_exception().with_context(
+            p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+      }
+    }
+    finish_node(s, id, ready);
+  }
+}
+
+inline void Executor::finish_node(StepState* s, int id, std::vector<int>& ready) const {
+  const PlanNode& p = plan_[static_cast<std::size_t>(id)];
+  if (!s->failed.load(std::memory_order_acquire)) {
+    bool kept_expensive = false;
+    for (int succ : p.successors) {
+      if (s->pending[static_cast<std::size_t>(succ)].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+      s->outstanding.fetch_add(1, std::memory_order_relaxed);
+      const PlanNode& next = plan_[static_cast<std::size_t>(succ)];
+      if (!next.expensive || !s->pool || (!kept_expensive && ready.empty())) {
+        kept_expensive = kept_expensive || next.expensive;
+        ready.push_back(succ);
+      } else {
+        s->pool->submit([this, s, succ] { process(s, {succ}); });
+      }
+    }
+  }
+  if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) complete_step(s);
+}
+
+inline void Executor::complete_step(StepState* s) const {
+  std::unique_ptr<StepState> owned(s);
+  std::vector<Tensor> fetches;
+  Status status = s->status;
+  if (status.ok()) {
+    try {
+      fetches.reserve(fetch_locations_.size());
+      for (Location loc : fetch_locations_) {
+        const Entry& e = s->at(loc);
+        fetches.push_back(e.ref ? e.ref->read() : e.tensor);
+      }
+    } catch (...) {
+      status = Status::from_current_exception();
+      fetches.clear();
+    }
+  }
+  auto done = std::move(s->done);
+  owned.reset();  // release step memory before the caller continues
+  done(std::move(status), std::move(fetches));
+}
+
+}  // namespace psflow

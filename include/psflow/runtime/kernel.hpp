@@ -1,0 +1,163 @@
+// OpKernel: the code that runs one node, created once per executor from the node's
+// definition; and the registry mapping op types to kernel factories. New ops (Send/Recv,
+// Apply*, accumulators) add a kernel here without touching the executor.
+//
+// Kernels must be thread-safe: one executor may run several steps at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "psflow/core/error.hpp"
+#include "psflow/core/tensor.hpp"
+#include "psflow/graph/graph.hpp"
+#include "psflow/runtime/device.hpp"
+
+namespace psflow {
+
+class Rendezvous;
+
+// What one step shares across all its kernels.
+struct StepContext {
+  std::uint64_t step_id = 0;
+  Rendezvous* rendezvous = nullptr;  // set when the step exchanges tensors (Send/Recv)
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+// A value flowing on an edge: a tensor, or a reference to a variable (VariableV2's output).
+struct Entry {
+  Tensor tensor;
+  VariableResource* ref = nullptr;
+};
+
+class OpKernelConstruction {
+ public:
+  OpKernelConstruction(const detail::Node& node, Device& device, const Graph& graph)
+      : node_(node), device_(device), graph_(graph) {}
+  const detail::Node& node() const noexcept { return node_; }
+  const std::string& name() const noexcept { return node_.name; }
+  Device& device() const noexcept { return device_; }
+  template <class T>
+  const T& attr(std::string_view key) const {
+    return detail::attr_or_throw<T>(node_.attrs, key, node_.name);
+  }
+  bool has_attr(std::string_view key) const { return node_.attrs.find(key) != node_.attrs.end(); }
+  DType input_dtype(int i) const {
+    const TensorId& in = node_.inputs.at(static_cast<std::size_t>(i));
+    return graph_.node(in.node).outputs.at(static_cast<std::size_t>(in.index)).dtype;
+  }
+  const OutputSpec& output_spec(int i) const { return node_.outputs.at(static_cast<std::size_t>(i)); }
+
+ private:
+  const detail::Node& node_;
+  Device& device_;
+  const Graph& graph_;
+};
+
+class OpKernelContext {
+ public:
+  OpKernelContext(const detail::Node& node, Device& device, StepContext& step,
+                  const Entry* const* inputs, Entry* outputs)
+      : node_(node), device_(device), step_(step), inputs_(inputs), outputs_(outputs) {}
+
+  int num_inputs() const noexcept { return static_cast<int>(node_.inputs.size()); }
+  // Input i as a tensor; a variable reference is read (FailedPrecondition if uninitialized).
+  const Tensor& input(int i) {
+    const Entry& e = *inputs_[i];
+    if (!e.ref) return e.tensor;
+    if (derefs_.empty()) derefs_.resize(node_.inputs.size());
+    derefs_[static_cast<std::size_t>(i)] = e.ref->read();
+    return derefs_[static_cast<std::size_t>(i)];
+  }
+  // Input i as a variable; InvalidArgument if it is a plain tensor.
+  VariableResource& ref_input(int i) {
+    if (!inputs_[i]->ref)
+      throw InvalidArgument("input " + std::to_string(i) + " of '" + node_.name + "' must be a variable");
+    return *inputs_[i]->ref;
+  }
+  void set_output(int i, Tensor value) { outputs_[i].tensor = std::move(value); }
+  void set_output_ref(int i, VariableResource* ref) { outputs_[i].ref = ref; }
+  // Allocates output i (contents unspecified: the kernel writes every element).
+  Tensor& allocate_output(int i, DType dtype, Shape shape) {
+    outputs_[i].tensor = Tensor::uninitialized(dtype, std::move(shape));
+    return outputs_[i].tensor;
+  }
+
+  const detail::Node& node() const noexcept { return node_; }
+  const std::string& name() const noexcept { return node_.name; }
+  Device& device() noexcept { return device_; }
+  StepContext& step() noexcept { return step_; }
+
+ private:
+  const detail::Node& node_;
+  Device& device_;
+  StepContext& step_;
+  const Entry* const* inputs_;
+  Entry* outputs_;
+  std::vector<Tensor> derefs_;  // storage for variable reads
+};
+
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  // Computes the outputs; reports failure by throwing a psflow::Error.
+  virtual void compute(OpKernelContext& ctx) = 0;
+  // Cheap kernels run inline on the thread that made them ready; expensive ones may be handed
+  // to another thread when several are ready at once.
+  virtual bool is_expensive() const { return true; }
+};
+
+// A kernel that finishes later (e.g. Recv waiting for a tensor). It must call `done` exactly
+// once, with the outputs set or an error.
+class AsyncOpKernel : public OpKernel {
+ public:
+  using DoneCallback = std::function<void(Status)>;
+  void compute(OpKernelContext&) final { throw Internal("AsyncOpKernel::compute called"); }
+  virtual void compute_async(OpKernelContext& ctx, DoneCallback done) = 0;
+  bool is_expensive() const override { return false; }
+};
+
+using KernelFactory = std::function<std::unique_ptr<OpKernel>(const OpKernelConstruction&)>;
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& global() {
+    static KernelRegistry registry;
+    return registry;
+  }
+  bool add(const std::string& type, KernelFactory factory) {
+    std::lock_guard lock(mutex_);
+    factories_.try_emplace(type, std::move(factory));
+    return true;
+  }
+  template <class Kernel>
+  bool add(const std::string& type) {
+    return add(type, [](const OpKernelConstruction& c) { return std::make_unique<Kernel>(c); });
+  }
+  std::unique_ptr<OpKernel> create(const OpKernelConstruction& construction) const {
+    KernelFactory factory;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = factories_.find(construction.node().type);
+      if (it == factories_.end())
+        throw NotFound("no kernel registered for op type '" + construction.node().type +
+                       "' (node '" + construction.name() +
+                       "'): include the header that defines it (psflow/psflow.hpp has them all)");
+      factory = it->second;
+    }
+    return factory(construction);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, KernelFactory, std::less<>> factories_;
+};
+
+}  // namespace psflow

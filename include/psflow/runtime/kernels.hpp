@@ -1,0 +1,10 @@
+// Every built-in kernel.
+#pragma once
+
+#include "psflow/runtime/kernels/array_kernels.hpp"
+#include "psflow/runtime/kernels/elementwise.hpp"
+#include "psflow/runtime/kernels/matmul.hpp"
+#include "psflow/runtime/kernels/nn_kernels.hpp"
+#include "psflow/runtime/kernels/random_kernels.hpp"
+#include "psflow/runtime/kernels/reduction.hpp"
+#include "psflow/runtime/kernels/state_kernels.hpp"

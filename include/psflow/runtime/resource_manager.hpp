@@ -1,0 +1,145 @@
+// Per-device state that outlives a step: variables, keyed by name.
+//
+// A VariableResource is updated copy-on-write: readers take a Tensor sharing the current
+// buffer; an in-place update happens only when nobody else holds that buffer, otherwise the
+// update writes a fresh buffer and swaps it in. So a reader never sees a torn value, and
+// concurrent updates from several workers are each applied whole (one mutex per variable).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "psflow/core/error.hpp"
+#include "psflow/core/tensor.hpp"
+#include "psflow/graph/partial_shape.hpp"
+
+namespace psflow {
+
+class VariableResource {
+ public:
+  VariableResource(std::string name, std::string device, DType dtype, PartialShape shape)
+      : name_(std::move(name)), device_(std::move(device)), dtype_(dtype), shape_(std::move(shape)) {}
+
+  const std::string& name() const noexcept { return name_; }
+  const std::string& device() const noexcept { return device_; }
+  DType dtype() const noexcept { return dtype_; }
+  const PartialShape& declared_shape() const noexcept { return shape_; }
+
+  bool initialized() const {
+    std::lock_guard lock(mutex_);
+    return !value_.empty();
+  }
+
+  // The current value (shares the buffer); throws FailedPrecondition when uninitialized.
+  Tensor read() const {
+    std::lock_guard lock(mutex_);
+    if (value_.empty()) throw_uninitialized();
+    return value_;
+  }
+
+  // Replaces the value. Throws InvalidArgument for a dtype mismatch, or a shape that differs from
+  // the declared one when validate_shape is set.
+  Tensor assign(Tensor value, bool validate_shape = true) {
+    check_value(value, validate_shape);
+    std::lock_guard lock(mutex_);
+    value_ = std::move(value);
+    return value_;
+  }
+
+  // Applies `update(T* dst, const T* src, n)`-style work atomically. `fn(current, writable)`
+  // gets the current value and a tensor to write the result into (the same buffer when
+  // nobody else holds it). Returns the new value.
+  template <class Fn>
+  Tensor update(Fn&& fn) {
+    std::lock_guard lock(mutex_);
+    if (value_.empty()) throw_uninitialized();
+    Tensor target = value_.is_sole_owner() ? value_ : Tensor::uninitialized(value_.dtype(), value_.shape());
+    fn(static_cast<const Tensor&>(value_), target);
+    value_ = std::move(target);
+    return value_;
+  }
+
+  // Drops the value (the variable becomes uninitialized).
+  void reset() {
+    std::lock_guard lock(mutex_);
+    value_ = Tensor();
+  }
+
+ private:
+  void check_value(const Tensor& value, bool validate_shape) const {
+    if (value.dtype() != dtype_)
+      throw InvalidArgument("cannot assign a " + value.summary() + " value to variable '" + name_ +
+                            "' of dtype " + std::string(dtype_name(dtype_)));
+    if (validate_shape && !shape_.is_compatible_with(value.shape()))
+      throw InvalidArgument("cannot assign a value of shape " + shape_string(value.shape()) +
+                            " to variable '" + name_ + "' of shape " + shape_.to_string());
+  }
+  [[noreturn]] void throw_uninitialized() const {
+    throw FailedPrecondition("Attempting to use uninitialized value " + name_ + " (on " + device_ +
+                             "): run its initializer (global_variables_initializer()) or restore "
+                             "it from a checkpoint first");
+  }
+
+  const std::string name_;
+  const std::string device_;
+  const DType dtype_;
+  const PartialShape shape_;
+  mutable std::mutex mutex_;
+  Tensor value_;
+};
+
+// Variables of one device, by name. Thread-safe; returned pointers stay valid until clear().
+class ResourceManager {
+ public:
+  explicit ResourceManager(std::string device = "") : device_(std::move(device)) {}
+
+  // The variable `name`, created uninitialized on first use. Throws InvalidArgument when it
+  // exists with another dtype or an incompatible declared shape.
+  std::shared_ptr<VariableResource> lookup_or_create(const std::string& name, DType dtype,
+                                                     const PartialShape& shape) {
+    std::lock_guard lock(mutex_);
+    auto it = variables_.find(name);
+    if (it == variables_.end()) {
+      auto var = std::make_shared<VariableResource>(name, device_, dtype, shape);
+      variables_.emplace(name, var);
+      return var;
+    }
+    const auto& existing = *it->second;
+    if (existing.dtype() != dtype || existing.declared_shape() != shape)
+      throw InvalidArgument("variable '" + name + "' on " + device_ + " already exists as " +
+                            std::string(dtype_name(existing.dtype())) +
+                            existing.declared_shape().to_string() + ", a graph now declares it " +
+                            std::string(dtype_name(dtype)) + shape.to_string() +
+                            ": give one of them another name");
+    return it->second;
+  }
+
+  std::shared_ptr<VariableResource> find(const std::string& name) const {
+    std::lock_guard lock(mutex_);
+    auto it = variables_.find(name);
+    return it == variables_.end() ? nullptr : it->second;
+  }
+
+  std::vector<std::shared_ptr<VariableResource>> variables() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::shared_ptr<VariableResource>> out;
+    for (const auto& [name, var] : variables_) out.push_back(var);
+    return out;
+  }
+
+  void clear() {
+    std::lock_guard lock(mutex_);
+    variables_.clear();
+  }
+
+ private:
+  std::string device_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<VariableResource>> variables_;
+};
+
+}  // namespace psflow

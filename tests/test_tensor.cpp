@@ -1,0 +1,81 @@
+// Tensor: construction, dtype checks, shared buffers, xtensor views.
+#include <catch2/catch.hpp>
+
+#include "psflow/core/tensor.hpp"
+
+using psflow::DType;
+using psflow::Tensor;
+
+TEST_CASE("a shaped tensor starts zero-filled") {
+  Tensor t(DType::float32, {2, 3});
+  CHECK(t.dtype() == DType::float32);
+  CHECK(t.shape() == psflow::Shape{2, 3});
+  CHECK(t.size() == 6);
+  CHECK(t.nbytes() == 24);
+  for (float v : t.values<float>()) CHECK(v == 0.0f);
+}
+
+TEST_CASE("the buffer is 64-byte aligned") {
+  for (std::size_t n : {1u, 3u, 17u, 1000u}) {
+    Tensor t(DType::float64, {n});
+    CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % 64 == 0);
+  }
+}
+
+TEST_CASE("scalars and xarrays convert in with the right dtype") {
+  CHECK(Tensor(2.5f).dtype() == DType::float32);
+  CHECK(Tensor(2.5).dtype() == DType::float64);
+  CHECK(Tensor(std::int32_t{3}).dtype() == DType::int32);
+  CHECK(Tensor(std::int64_t{3}).dtype() == DType::int64);
+  CHECK(Tensor(true).dtype() == DType::boolean);
+  CHECK(Tensor(2.5f).rank() == 0);
+  CHECK(Tensor(7.0).scalar<double>() == 7.0);
+
+  xt::xarray<double> a = {{1, 2, 3}, {4, 5, 6}};
+  Tensor t(a);
+  CHECK(t.shape() == psflow::Shape{2, 3});
+  CHECK(t.as<double>()(1, 2) == 6);
+  const bool same = t.as<double>() == a;
+  CHECK(same);
+}
+
+TEST_CASE("as<T>() is a view: writes through it reach every copy") {
+  Tensor t(DType::int32, {4});
+  Tensor copy = t;
+  CHECK(copy.shares_buffer_with(t));
+  CHECK_FALSE(t.is_sole_owner());
+  auto view = t.as<std::int32_t>();
+  view(2) = 42;
+  CHECK(copy.values<std::int32_t>()[2] == 42);
+
+  Tensor deep = t.deep_copy();
+  deep.data<std::int32_t>()[2] = 1;
+  CHECK(t.values<std::int32_t>()[2] == 42);
+  CHECK(deep.is_sole_owner());
+}
+
+TEST_CASE("reading with the wrong element type throws InvalidArgument") {
+  Tensor t(DType::float32, {2});
+  CHECK_THROWS_AS(t.as<double>(), psflow::InvalidArgument);
+  CHECK_THROWS_WITH(t.data<std::int64_t>(), Catch::Contains("holds float32") && Catch::Contains("int64"));
+  CHECK_THROWS_AS(Tensor().data<float>(), psflow::InvalidArgument);
+  CHECK_THROWS_AS(t.scalar<float>(), psflow::InvalidArgument);
+}
+
+TEST_CASE("reshaped shares the buffer and checks the element count") {
+  Tensor t = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor r = t.reshaped({3, 2});
+  CHECK(r.shares_buffer_with(t));
+  CHECK(r.as<float>()(2, 1) == 6);
+  CHECK_THROWS_AS(t.reshaped({4}), psflow::InvalidArgument);
+  CHECK_THROWS_AS(Tensor::from_vector<float>({1, 2, 3}, {2, 2}), psflow::InvalidArgument);
+}
+
+TEST_CASE("equals compares dtype, shape and bytes") {
+  Tensor a = Tensor::from_vector<float>({1, 2}, {2});
+  CHECK(a.equals(a.deep_copy()));
+  CHECK_FALSE(a.equals(a.reshaped({1, 2})));
+  CHECK_FALSE(a.equals(Tensor::from_vector<double>({1, 2}, {2})));
+  CHECK(Tensor().equals(Tensor()));
+  CHECK(Tensor::filled(3.0f, {2}).equals(Tensor::from_vector<float>({3, 3})));
+}
