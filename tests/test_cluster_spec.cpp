@@ -102,7 +102,7 @@ TEST_CASE("task_address and num_tasks throw NotFound naming the job/task and wha
   CHECK_THAT(error_of([&] { empty_job.task_address("ps", 0); }), Contains("has no tasks"));
 }
 
-TEST_CASE("braced lists and maps build the same cluster; a job listed twice is rejected") {
+TEST_CASE("braced lists and maps build the same cluster, a job listed twice is rejected") {
   const ClusterSpec one({{"ps", {"h:1"}}});
   CHECK(one.task_address("ps", 0) == "h:1");
   ClusterSpec::JobMap map{{"ps", {"h:1"}}};
@@ -189,7 +189,7 @@ TEST_CASE("to_json and to_tf_config_json round-trip") {
 
 // ---- TfConfig ---------------------------------------------------------------------------------
 
-TEST_CASE("TfConfig reads the task; a missing index is 0, as in TF") {
+TEST_CASE("TfConfig reads the task, a missing index is 0, as in TF") {
   TfConfig t = TfConfig::parse(kTfConfig);
   CHECK(t.task_type == "worker");
   CHECK(t.task_index == 1u);
@@ -247,7 +247,7 @@ TEST_CASE("TaskFlags reads --flag value and -flag forms and leaves unknown flags
                                                      "--verbose", "--", "--job_name=x"});
 }
 
-TEST_CASE("TaskFlags: task_index defaults to 0; chief job; empty host list drops the job") {
+TEST_CASE("TaskFlags: task_index defaults to 0, chief job, empty host list drops the job") {
   TaskFlags f = TaskFlags::parse({"p", "--worker_hosts=h:1", "--ps_hosts=", "--job_name=worker"},
                                  std::nullopt);
   CHECK(f.task_index == 0);

@@ -70,7 +70,7 @@ TEST_CASE("legacy device forms are read as /device:TYPE:N") {
         "/job:localhost/replica:0/task:0/device:CPU:0");
 }
 
-TEST_CASE("lowercase cpu/gpu type names are upper-cased; other types keep their case") {
+TEST_CASE("lowercase cpu/gpu type names are upper-cased, other types keep their case") {
   CHECK(canon("/device:cpu:0") == "/device:CPU:0");
   CHECK(canon("/device:gpu:1") == "/device:GPU:1");
   CHECK(DeviceSpec::parse("/device:cpu:0").device_type == "CPU");
