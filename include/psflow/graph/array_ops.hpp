@@ -40,11 +40,6 @@ inline std::vector<std::int64_t> resolve_reshape(const InferenceContext& ctx,
   return target;
 }
 
-inline std::vector<OutputSpec> fill_like_shape(const InferenceContext& ctx) {
-  return {OutputSpec{ctx.attr<DType>("dtype"),
-                     PartialShape::of(ctx.attr<std::vector<std::int64_t>>("shape"))}};
-}
-
 inline const bool array_ops_registered = [] {
   auto& r = OpRegistry::global();
   r.add(OpDef{"Const", 0, {}, false, [](const InferenceContext& ctx) {

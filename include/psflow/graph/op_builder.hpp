@@ -47,6 +47,12 @@ inline std::vector<OutputSpec> broadcast_binary(const InferenceContext& ctx) {
   return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(*dims)}};
 }
 
+// Output 0 of ops whose dtype and shape are attributes (Fill, VariableV2, random ops).
+inline std::vector<OutputSpec> fill_like_shape(const InferenceContext& ctx) {
+  return {OutputSpec{ctx.attr<DType>("dtype"),
+                     PartialShape::of(ctx.attr<std::vector<std::int64_t>>("shape"))}};
+}
+
 inline void expect_numeric(const InferenceContext& ctx, std::size_t i) {
   if (!is_numeric(ctx.input_dtypes[i]))
     ctx.fail("needs a number input, got " + ctx.describe_input(i));

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything and runs the whole test suite three times:
+# a normal optimised build, then under AddressSanitizer+UBSan, then under ThreadSanitizer.
+# Usage: scripts/test.sh [--quick]   (--quick: the normal build only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh
+jobs=$(nproc)
+
+run_suite() {  # name, build dir, extra cmake args...
+  local name=$1 dir=$2
+  shift 2
+  echo "=== psflow tests: $name ==="
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  ctest --test-dir "$dir" -j "$jobs" --output-on-failure --timeout 600
+}
+
+run_suite "release" build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ "${1:-}" != "--quick" ]; then
+  # Sanitizer builds skip the packaging checks (install, consumer project, header-by-header
+  # compilation): they test the build, not the runtime, and the release pass covered them.
+  run_suite "address+undefined sanitizers" build-asan -DCMAKE_BUILD_TYPE=Debug \
+    -DPSFLOW_SANITIZE=address -DPSFLOW_PACKAGING_TESTS=OFF
+  run_suite "thread sanitizer" build-tsan -DCMAKE_BUILD_TYPE=Debug \
+    -DPSFLOW_SANITIZE=thread -DPSFLOW_PACKAGING_TESTS=OFF
+fi
+echo "=== psflow tests: all passed ==="
