@@ -23,7 +23,7 @@ inline Operation no_op(Graph& graph, std::string_view name = "") {
 inline Operation group(const std::vector<Operation>& ops, std::string_view name = "") {
   if (ops.empty()) throw InvalidArgument("ops::group needs at least one op (its graph comes from them)");
   Graph& graph = ops.front().graph();
-  return graph.create_op(NodeSpec{"NoOp", {}, {}, std::string(name), "group_deps", ops});
+  return graph.create_op(NodeSpec{"NoOp", {}, {}, std::string(name), "group_deps", ops, std::nullopt});
 }
 
 }  // namespace ops

@@ -137,6 +137,8 @@ struct NodeSpec {
   std::string name;          // explicit name ("" to use default_name)
   std::string default_name;  // e.g. "add"; made unique with _1, _2, ... like TF
   std::vector<Operation> control_inputs;
+  // Set when importing a GraphDef: the node's device exactly, no device scopes applied.
+  std::optional<std::string> device;
 };
 
 class Graph {
@@ -443,7 +445,7 @@ inline Operation Graph::create_op(NodeSpec spec) {
   index_by_name_[name] = id;
   Operation op(this, id);
   try {
-    nodes_[id].device = device_for(op);
+    nodes_[id].device = spec.device ? DeviceSpec::parse(*spec.device).to_string() : device_for(op);
   } catch (...) {  // a bad device string from a scope function: leave the graph as it was
     nodes_.pop_back();
     index_by_name_.erase(name);

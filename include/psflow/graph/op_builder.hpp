@@ -17,7 +17,7 @@ inline Operation build_op(std::string type, std::vector<Output> inputs, AttrMap 
   if (inputs.empty() || !inputs[0].valid())
     throw InvalidArgument(type + ": the first input is an empty Output (default-constructed)");
   NodeSpec spec{std::move(type), std::move(inputs), std::move(attrs), std::string(name),
-                std::move(default_name), {}};
+                std::move(default_name), {}, std::nullopt};
   Graph& graph = spec.inputs[0].graph();
   return graph.create_op(std::move(spec));
 }
@@ -26,7 +26,7 @@ inline Operation build_op(std::string type, std::vector<Output> inputs, AttrMap 
 inline Operation build_source_op(Graph& graph, std::string type, AttrMap attrs,
                                  std::string_view name, std::string default_name) {
   return graph.create_op(
-      NodeSpec{std::move(type), {}, std::move(attrs), std::string(name), std::move(default_name), {}});
+      NodeSpec{std::move(type), {}, std::move(attrs), std::string(name), std::move(default_name), {}, std::nullopt});
 }
 
 // Output 0 of an element-wise op: the input's dtype and shape.

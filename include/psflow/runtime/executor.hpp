@@ -36,6 +36,11 @@ class Executor {
     std::vector<TensorId> feeds;     // tensors supplied by the caller instead of computed
     std::vector<TensorId> fetches;   // tensors returned to the caller
     std::function<Device&(const detail::Node&)> device_for;
+    // Kernels of stateful ops (variables, random generators) must be one per session, not one
+    // per executor, so their state carries over between runs with different fetches. When
+    // set, stateful kernels come from here: (node, create) -> the session's kernel.
+    std::function<std::shared_ptr<OpKernel>(const detail::Node&, const std::function<std::shared_ptr<OpKernel>()>&)>
+        stateful_kernel;
   };
   using DoneCallback = std::function<void(Status, std::vector<Tensor>)>;
 
@@ -71,7 +76,7 @@ class Executor {
   struct PlanNode {
     const detail::Node* node = nullptr;
     Device* device = nullptr;
-    std::unique_ptr<OpKernel> kernel;
+    std::shared_ptr<OpKernel> kernel;
     AsyncOpKernel* async_kernel = nullptr;  // kernel, when it is asynchronous
     bool expensive = true;
     std::vector<Location> inputs;
@@ -166,7 +171,11 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
     PlanNode& p = plan_[i];
     p.device = &params_.device_for(*p.node);
     try {
-      p.kernel = KernelRegistry::global().create(OpKernelConstruction(*p.node, *p.device, graph));
+      auto create = [&]() -> std::shared_ptr<OpKernel> {
+        return KernelRegistry::global().create(OpKernelConstruction(*p.node, *p.device, graph));
+      };
+      p.kernel = (p.node->def->stateful && params_.stateful_kernel) ? params_.stateful_kernel(*p.node, create)
+                                                                     : create();
     } catch (const Error& e) {
       throw_error(e.code(), "cannot create kernel for " + p.node->type + " '" + p.node->name +
                                 "' on " + p.device->name() + ": " + e.message());

@@ -8,3 +8,4 @@
 #include "psflow/runtime/kernels/random_kernels.hpp"
 #include "psflow/runtime/kernels/reduction.hpp"
 #include "psflow/runtime/kernels/state_kernels.hpp"
+#include "psflow/runtime/kernels/sendrecv.hpp"

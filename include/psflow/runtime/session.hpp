@@ -104,6 +104,14 @@ inline void check_placeholders_fed(const Graph& graph, const std::vector<int>& n
   }
 }
 
+// Fetched tensors belong to the caller alone: one still sharing its buffer with a constant, a
+// variable or a feed is copied, so writing into it can never change the graph's state.
+inline std::vector<Tensor> caller_owned(std::vector<Tensor> fetches) {
+  for (auto& t : fetches)
+    if (!t.empty() && !t.is_sole_owner()) t = t.deep_copy();
+  return fetches;
+}
+
 // Signature of one run: which executor to use.
 inline std::string run_signature(const std::vector<Output>& fetches, const FeedMap& feeds,
                                  const std::vector<Operation>& targets) {
@@ -142,7 +150,7 @@ class LocalSession : public SessionImpl {
     for (const auto& [out, value] : feeds) feed_values.push_back(value);
     StepContext step;
     step.step_id = runtime_.next_step_id++;
-    return executor->run(step, std::move(feed_values), pool_);
+    return caller_owned(executor->run(step, std::move(feed_values), pool_));
   }
 
  private:
@@ -164,6 +172,11 @@ class LocalSession : public SessionImpl {
           node.colocate_with >= 0 ? graph_.node(node.colocate_with).device : node.device;
       return runtime_.devices.get_or_create(complete_device_name(requested, DeviceSpec{}));
     };
+    params.stateful_kernel = [this](const detail::Node& node, const auto& create) {
+      auto& kernel = stateful_kernels_[node.name];  // under mutex_
+      if (!kernel) kernel = create();
+      return kernel;
+    };
     auto executor = std::make_shared<const Executor>(std::move(params));
     executors_.emplace(key, executor);
     return executor;
@@ -175,6 +188,7 @@ class LocalSession : public SessionImpl {
   std::unique_ptr<ThreadPool> own_pool_;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const Executor>> executors_;
+  std::map<std::string, std::shared_ptr<OpKernel>> stateful_kernels_;
 };
 
 }  // namespace detail

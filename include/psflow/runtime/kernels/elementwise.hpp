@@ -90,8 +90,18 @@ struct AddOp { template <class T> T operator()(T a, T b) const { return a + b; }
 struct SubOp { template <class T> T operator()(T a, T b) const { return a - b; } };
 struct MulOp { template <class T> T operator()(T a, T b) const { return a * b; } };
 struct DivOp { template <class T> T operator()(T a, T b) const { return a / b; } };
-struct MaxOp { template <class T> T operator()(T a, T b) const { return std::max(a, b); } };
-struct MinOp { template <class T> T operator()(T a, T b) const { return std::min(a, b); } };
+// numpy's maximum/minimum: a NaN on either side wins.
+template <class T>
+bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
+  else return false;
+}
+struct MaxOp {
+  template <class T> T operator()(T a, T b) const { return is_nan(a) || is_nan(b) ? a + b : (a < b ? b : a); }
+};
+struct MinOp {
+  template <class T> T operator()(T a, T b) const { return is_nan(a) || is_nan(b) ? a + b : (b < a ? b : a); }
+};
 
 template <class Op>
 class BinaryKernel : public OpKernel {
@@ -116,7 +126,7 @@ class BinaryKernel : public OpKernel {
 
 struct NegOp { template <class T> T operator()(T x) const { return -x; } };
 struct SquareOp { template <class T> T operator()(T x) const { return x * x; } };
-struct ReluOp { template <class T> T operator()(T x) const { return x > T(0) ? x : T(0); } };
+struct ReluOp { template <class T> T operator()(T x) const { return x < T(0) ? T(0) : x; } };  // NaN stays NaN
 struct SigmoidOp { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
 struct TanhOp { template <class T> T operator()(T x) const { return std::tanh(x); } };
 struct ExpOp { template <class T> T operator()(T x) const { return std::exp(x); } };

@@ -44,7 +44,12 @@ class RandomKernel : public OpKernel {
           if (i + 1 < n) p[i + 1] = static_cast<T>(a_ + b_ * radius * std::sin(2 * std::numbers::pi * u2));
         }
       } else {
-        for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(a_ + (b_ - a_) * uniform());
+        const T upper = static_cast<T>(b_);
+        for (std::size_t i = 0; i < n; ++i) {
+          p[i] = static_cast<T>(a_ + (b_ - a_) * uniform());
+          // Rounding to float can reach maxval itself; keep the interval half-open.
+          if (p[i] >= upper) p[i] = std::nextafter(upper, static_cast<T>(a_));
+        }
       }
     });
   }

@@ -1,0 +1,375 @@
+// The wire format. A frame is
+//   header (40 bytes) | metadata | tensor table | tensor payloads
+// The header has fixed-size little-endian fields; the metadata is the message (which request,
+// which step...) as a Boost.Serialization binary archive; the tensor table gives each tensor's
+// dtype and shape; the payloads are the tensors' raw bytes, written straight from their buffers
+// (scatter-gather) and read straight into freshly allocated destination tensors. Every size a
+// peer claims is checked against WireLimits before anything is allocated, and a frame that
+// fails a check is reported as DataLoss so that only its connection is closed.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <istream>
+#include <limits>
+#include <ostream>
+#include <sstream>
+#include <streambuf>
+#include <string>
+#include <vector>
+
+#include <boost/archive/binary_iarchive.hpp>
+#include <boost/archive/binary_oarchive.hpp>
+
+#include "psflow/core/error.hpp"
+#include "psflow/core/tensor.hpp"
+#include "psflow/graph/graph_def.hpp"
+
+namespace psflow::wire {
+
+static_assert(std::endian::native == std::endian::little, "psflow's wire format assumes a little-endian host");
+
+inline constexpr std::uint32_t kMagic = 0x57465350;  // "PSFW"
+inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::size_t kHeaderBytes = 40;
+
+enum class MessageType : std::uint16_t {
+  hello = 1,        // first frame on a connection: who I am
+  reply,            // answer to any request: status (+ handle, + tensors)
+  register_graph,   // master -> worker: a partition to run later
+  run_graph,        // master -> worker: run a registered partition for one step
+  tensor,           // one-way: a tensor for a step's rendezvous on the receiving task
+  abort_step,       // one-way: fail every pending recv of a step
+  deregister_graph, // master -> worker: forget a partition
+  stop_server,      // "please stop": the receiving server's join() returns
+  ping,             // liveness / incarnation check
+  last = ping,
+};
+
+struct WireLimits {
+  std::uint64_t max_metadata_bytes = 256ull << 20;  // graph definitions can hold constants
+  std::uint64_t max_tensor_bytes = 16ull << 30;     // one tensor
+  std::uint64_t max_frame_bytes = 32ull << 30;      // all payloads of one frame
+  std::uint32_t max_tensors = 1u << 16;             // tensors in one frame
+};
+
+struct FrameHeader {
+  std::uint32_t magic = kMagic;
+  std::uint16_t version = kVersion;
+  MessageType type = MessageType::ping;
+  std::uint64_t request_id = 0;  // pairs a reply with its request; 0 for one-way frames
+  std::uint32_t metadata_bytes = 0;
+  std::uint32_t table_bytes = 0;
+  std::uint64_t payload_bytes = 0;
+  std::uint32_t tensor_count = 0;
+  std::uint32_t reserved = 0;
+};
+
+// A frame in memory: tensors travel beside the metadata, never inside it.
+struct Frame {
+  MessageType type = MessageType::ping;
+  std::uint64_t request_id = 0;
+  std::string metadata;
+  std::vector<Tensor> tensors;
+};
+
+inline void encode_header(const FrameHeader& h, unsigned char* out) {
+  auto put = [&out](const auto& v) {
+    std::memcpy(out, &v, sizeof v);
+    out += sizeof v;
+  };
+  put(h.magic);
+  put(h.version);
+  put(static_cast<std::uint16_t>(h.type));
+  put(h.request_id);
+  put(h.metadata_bytes);
+  put(h.table_bytes);
+  put(h.payload_bytes);
+  put(h.tensor_count);
+  put(h.reserved);
+}
+
+// Decodes and validates a header; throws DataLoss saying what is wrong.
+inline FrameHeader decode_header(const unsigned char* in, const WireLimits& limits) {
+  FrameHeader h;
+  std::uint16_t type = 0;
+  auto get = [&in](auto& v) {
+    std::memcpy(&v, in, sizeof v);
+    in += sizeof v;
+  };
+  get(h.magic);
+  get(h.version);
+  get(type);
+  get(h.request_id);
+  get(h.metadata_bytes);
+  get(h.table_bytes);
+  get(h.payload_bytes);
+  get(h.tensor_count);
+  get(h.reserved);
+  h.type = static_cast<MessageType>(type);
+  if (h.magic != kMagic) throw DataLoss("not a psflow frame (bad magic): is something else talking to this port?");
+  if (h.version != kVersion)
+    throw DataLoss("psflow wire version " + std::to_string(h.version) + " is not supported (this is version " +
+                   std::to_string(kVersion) + "): run the same psflow version on every task");
+  if (type == 0 || type > static_cast<std::uint16_t>(MessageType::last))
+    throw DataLoss("unknown message type " + std::to_string(type));
+  if (h.metadata_bytes > limits.max_metadata_bytes)
+    throw DataLoss("frame metadata of " + std::to_string(h.metadata_bytes) + " bytes exceeds the limit of " +
+                   std::to_string(limits.max_metadata_bytes));
+  if (h.tensor_count > limits.max_tensors)
+    throw DataLoss("frame claims " + std::to_string(h.tensor_count) + " tensors, the limit is " +
+                   std::to_string(limits.max_tensors));
+  if (h.table_bytes > static_cast<std::uint64_t>(h.tensor_count) * (2 + 8 * 255))
+    throw DataLoss("frame tensor table of " + std::to_string(h.table_bytes) + " bytes is too large for " +
+                   std::to_string(h.tensor_count) + " tensors");
+  if (h.payload_bytes > limits.max_frame_bytes)
+    throw DataLoss("frame payload of " + std::to_string(h.payload_bytes) + " bytes exceeds the limit of " +
+                   std::to_string(limits.max_frame_bytes));
+  return h;
+}
+
+// Tensor table: per tensor u8 dtype, u8 rank, then rank u64 dimensions.
+inline std::string encode_tensor_table(const std::vector<Tensor>& tensors) {
+  std::string table;
+  for (const Tensor& t : tensors) {
+    table.push_back(static_cast<char>(t.dtype()));
+    table.push_back(static_cast<char>(t.rank()));
+    for (std::size_t d : t.shape()) {
+      const std::uint64_t v = d;
+      table.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+  }
+  return table;
+}
+
+// Allocates the tensors a table describes (contents to be read into them), after checking each
+// claimed size against the limits and the header's payload total.
+inline std::vector<Tensor> allocate_from_table(const std::string& table, const FrameHeader& h,
+                                               const WireLimits& limits) {
+  std::vector<Tensor> tensors;
+  tensors.reserve(h.tensor_count);
+  std::size_t pos = 0;
+  std::uint64_t total = 0;
+  for (std::uint32_t i = 0; i < h.tensor_count; ++i) {
+    if (pos + 2 > table.size()) throw DataLoss("tensor table is truncated");
+    const auto dtype_code = static_cast<unsigned char>(table[pos]);
+    const auto rank = static_cast<unsigned char>(table[pos + 1]);
+    pos += 2;
+    if (dtype_code > static_cast<unsigned char>(DType::boolean)) throw DataLoss("tensor table names an unknown dtype");
+    const auto dtype = static_cast<DType>(dtype_code);
+    if (pos + 8ull * rank > table.size()) throw DataLoss("tensor table is truncated");
+    Shape shape(rank);
+    std::uint64_t bytes = dtype_size(dtype);
+    for (std::size_t d = 0; d < rank; ++d) {
+      std::uint64_t dim;
+      std::memcpy(&dim, table.data() + pos, sizeof dim);
+      pos += sizeof dim;
+      if (dim != 0 && bytes > limits.max_tensor_bytes / dim)
+        throw DataLoss("a tensor in the frame claims more than the " + std::to_string(limits.max_tensor_bytes) +
+                       "-byte limit");
+      bytes *= dim;
+      shape[d] = static_cast<std::size_t>(dim);
+    }
+    total += bytes;
+    if (total > h.payload_bytes) throw DataLoss("tensor table claims more bytes than the frame carries");
+    tensors.push_back(Tensor::uninitialized(dtype, std::move(shape)));
+  }
+  if (pos != table.size()) throw DataLoss("tensor table has trailing bytes");
+  if (total != h.payload_bytes) throw DataLoss("tensor table and frame payload sizes disagree");
+  return tensors;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metadata: Boost.Serialization binary archives. Strings and sequences are written as a count
+// followed by their elements, and read back only after checking the count against the bytes
+// that remain, so a hostile count cannot make us allocate.
+
+class MemoryReadBuffer : public std::streambuf {
+ public:
+  explicit MemoryReadBuffer(const std::string& data) {
+    char* begin = const_cast<char*>(data.data());
+    setg(begin, begin, begin + data.size());
+  }
+  std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
+};
+
+namespace detail {
+inline thread_local const MemoryReadBuffer* decoding = nullptr;
+
+inline std::uint64_t checked_count(std::uint64_t count, std::size_t min_element_bytes) {
+  const std::size_t left = decoding ? decoding->remaining() : 0;
+  if (min_element_bytes > 0 && count > left / min_element_bytes)
+    throw DataLoss("message claims " + std::to_string(count) + " elements but only " + std::to_string(left) +
+                   " bytes remain");
+  return count;
+}
+}  // namespace detail
+
+template <class Archive>
+void save_string(Archive& ar, const std::string& s) {
+  std::uint64_t n = s.size();
+  ar << n;
+  if (n) ar.save_binary(s.data(), n);
+}
+template <class Archive>
+void load_string(Archive& ar, std::string& s) {
+  std::uint64_t n = 0;
+  ar >> n;
+  s.resize(detail::checked_count(n, 1));
+  if (n) ar.load_binary(s.data(), n);
+}
+
+template <class Archive, class T, class SaveOne>
+void save_sequence(Archive& ar, const std::vector<T>& items, SaveOne save_one) {
+  std::uint64_t n = items.size();
+  ar << n;
+  for (const T& item : items) save_one(ar, item);
+}
+template <class Archive, class T, class LoadOne>
+void load_sequence(Archive& ar, std::vector<T>& items, LoadOne load_one) {
+  std::uint64_t n = 0;
+  ar >> n;
+  items.clear();
+  items.reserve(detail::checked_count(n, 1));
+  for (std::uint64_t i = 0; i < n; ++i) {
+    items.emplace_back();
+    load_one(ar, items.back());
+  }
+}
+
+template <class Archive>
+void save_tensor(Archive& ar, const Tensor& t) {
+  auto dtype = static_cast<std::uint8_t>(t.dtype());
+  ar << dtype;
+  save_sequence(ar, std::vector<std::uint64_t>(t.shape().begin(), t.shape().end()),
+                [](Archive& a, std::uint64_t d) { a << d; });
+  if (t.nbytes()) ar.save_binary(t.raw_data(), t.nbytes());
+}
+template <class Archive>
+void load_tensor(Archive& ar, Tensor& t) {
+  std::uint8_t dtype = 0;
+  ar >> dtype;
+  if (dtype > static_cast<std::uint8_t>(DType::boolean)) throw DataLoss("message holds a tensor of unknown dtype");
+  std::vector<std::uint64_t> dims;
+  load_sequence(ar, dims, [](Archive& a, std::uint64_t& d) { a >> d; });
+  std::uint64_t bytes = dtype_size(static_cast<DType>(dtype));
+  for (auto d : dims) {
+    if (d != 0 && bytes > std::numeric_limits<std::uint32_t>::max() / d) throw DataLoss("message holds an oversized tensor");
+    bytes *= d;
+  }
+  detail::checked_count(bytes, 1);
+  t = Tensor::uninitialized(static_cast<DType>(dtype), Shape(dims.begin(), dims.end()));
+  if (bytes) ar.load_binary(t.raw_data(), bytes);
+}
+
+template <class Archive>
+void save_attr(Archive& ar, const AttrValue& v) {
+  auto index = static_cast<std::uint8_t>(v.index());
+  ar << index;
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>) save_string(ar, x);
+        else if constexpr (std::is_same_v<T, DType>) ar << static_cast<std::uint8_t>(x);
+        else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
+          save_sequence(ar, x, [](Archive& a, std::int64_t d) { a << d; });
+        else if constexpr (std::is_same_v<T, Tensor>) save_tensor(ar, x);
+        else ar << x;
+      },
+      v);
+}
+template <class Archive>
+void load_attr(Archive& ar, AttrValue& v) {
+  std::uint8_t index = 0;
+  ar >> index;
+  switch (index) {
+    case 0: { bool x; ar >> x; v = x; break; }
+    case 1: { std::int64_t x; ar >> x; v = x; break; }
+    case 2: { double x; ar >> x; v = x; break; }
+    case 3: { std::string x; load_string(ar, x); v = std::move(x); break; }
+    case 4: {
+      std::uint8_t x;
+      ar >> x;
+      if (x > static_cast<std::uint8_t>(DType::boolean)) throw DataLoss("attribute holds an unknown dtype");
+      v = static_cast<DType>(x);
+      break;
+    }
+    case 5: {
+      std::vector<std::int64_t> x;
+      load_sequence(ar, x, [](Archive& a, std::int64_t& d) { a >> d; });
+      v = std::move(x);
+      break;
+    }
+    case 6: { Tensor x; load_tensor(ar, x); v = std::move(x); break; }
+    default: throw DataLoss("attribute of unknown kind " + std::to_string(index));
+  }
+}
+
+template <class Archive>
+void save_graph_def(Archive& ar, const GraphDef& g) {
+  save_sequence(ar, g.nodes, [](Archive& a, const NodeDef& n) {
+    save_string(a, n.name);
+    save_string(a, n.op);
+    save_string(a, n.device);
+    save_sequence(a, n.inputs, [](Archive& b, const std::string& s) { save_string(b, s); });
+    std::uint64_t count = n.attrs.size();
+    a << count;
+    for (const auto& [key, value] : n.attrs) {
+      save_string(a, key);
+      save_attr(a, value);
+    }
+  });
+}
+template <class Archive>
+void load_graph_def(Archive& ar, GraphDef& g) {
+  load_sequence(ar, g.nodes, [](Archive& a, NodeDef& n) {
+    load_string(a, n.name);
+    load_string(a, n.op);
+    load_string(a, n.device);
+    load_sequence(a, n.inputs, [](Archive& b, std::string& s) { load_string(b, s); });
+    std::uint64_t count = 0;
+    a >> count;
+    detail::checked_count(count, 2);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::string key;
+      load_string(a, key);
+      load_attr(a, n.attrs[key]);
+    }
+  });
+}
+
+// Serialises a message (a struct with `template <class A> void save(A&) const` and `load(A&)`).
+template <class Message>
+std::string encode(const Message& message) {
+  std::ostringstream out(std::ios::binary);
+  {
+    boost::archive::binary_oarchive archive(out, boost::archive::no_header);
+    message.save(archive);
+  }
+  return std::move(out).str();
+}
+
+// Parses a message; any malformation is DataLoss naming the message kind.
+template <class Message>
+Message decode(const std::string& bytes, const char* what) {
+  MemoryReadBuffer buffer(bytes);
+  const MemoryReadBuffer* previous = detail::decoding;
+  detail::decoding = &buffer;
+  Message message;
+  try {
+    boost::archive::binary_iarchive archive(buffer, boost::archive::no_header);
+    message.load(archive);
+  } catch (const DataLoss& e) {
+    detail::decoding = previous;
+    throw DataLoss(std::string("malformed ") + what + " message: " + e.message());
+  } catch (const std::exception& e) {
+    detail::decoding = previous;
+    throw DataLoss(std::string("malformed ") + what + " message: " + e.what());
+  }
+  detail::decoding = previous;
+  if (buffer.remaining() != 0) throw DataLoss(std::string("malformed ") + what + " message: trailing bytes");
+  return message;
+}
+
+}  // namespace psflow::wire

@@ -1,0 +1,77 @@
+// GraphDef: a graph as plain data (TF's GraphDef/NodeDef), used to ship a partition of a graph
+// to the task that runs it. Inputs are "node:index" strings, control inputs "^node".
+// import_graph_def rebuilds a Graph from it, re-running shape inference.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "psflow/graph/graph.hpp"
+
+namespace psflow {
+
+struct NodeDef {
+  std::string name;
+  std::string op;
+  std::vector<std::string> inputs;  // "node:index" or "^node" (control)
+  std::string device;
+  AttrMap attrs;
+};
+
+struct GraphDef {
+  std::vector<NodeDef> nodes;  // topological order: a node's inputs come before it
+};
+
+// The NodeDef of node `id` (inputs by name, device as requested).
+inline NodeDef to_node_def(const Graph& graph, int id) {
+  const auto& node = graph.node(id);
+  NodeDef def{node.name, node.type, {}, node.device, node.attrs};
+  for (const TensorId& in : node.inputs)
+    def.inputs.push_back(graph.node(in.node).name + ":" + std::to_string(in.index));
+  for (int c : node.control_inputs) def.inputs.push_back("^" + graph.node(c).name);
+  return def;
+}
+
+// Adds every node of `def` to `graph` (normally empty) under exactly its name and device.
+// Throws InvalidArgument for an unknown input, a duplicate name or an input that comes later
+// (which also rules out cycles).
+inline void import_graph_def(Graph& graph, const GraphDef& def) {
+  for (const NodeDef& n : def.nodes) {
+    if (graph.find_operation(n.name))
+      throw InvalidArgument("GraphDef has two nodes named '" + n.name + "'");
+    NodeSpec spec;
+    spec.type = n.op;
+    spec.name = n.name;
+    spec.attrs = n.attrs;
+    spec.device = n.device;
+    for (const std::string& in : n.inputs) {
+      if (!in.empty() && in[0] == '^') {
+        auto op = graph.find_operation(std::string_view(in).substr(1));
+        if (!op)
+          throw InvalidArgument("GraphDef node '" + n.name + "' has control input '" + in +
+                                "' that is not defined before it");
+        spec.control_inputs.push_back(*op);
+        continue;
+      }
+      const auto colon = in.rfind(':');
+      auto op = colon == std::string::npos ? std::nullopt : graph.find_operation(in.substr(0, colon));
+      if (!op)
+        throw InvalidArgument("GraphDef node '" + n.name + "' has input '" + in +
+                              "' that is not defined before it");
+      int index = -1;
+      try {
+        index = std::stoi(in.substr(colon + 1));
+      } catch (const std::exception&) {
+      }
+      if (index < 0 || index >= op->num_outputs())
+        throw InvalidArgument("GraphDef node '" + n.name + "' has input '" + in + "' with a bad output index");
+      spec.inputs.push_back(op->output(index));
+    }
+    Operation created = graph.create_op(std::move(spec));
+    if (created.name() != n.name)
+      throw InvalidArgument("GraphDef node name '" + n.name + "' clashes with a generated name");
+  }
+}
+
+}  // namespace psflow
