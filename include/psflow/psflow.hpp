@@ -8,3 +8,6 @@
 #include "psflow/runtime/session.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
 #include "psflow/distributed/task_flags.hpp"
+#include "psflow/distributed/server.hpp"
+#include "psflow/distributed/master_session.hpp"
+#include "psflow/train/replica_device_setter.hpp"

@@ -22,6 +22,7 @@
 #include "psflow/graph/graph.hpp"
 #include "psflow/graph/subgraph.hpp"
 #include "psflow/runtime/executor.hpp"
+#include "psflow/runtime/partition.hpp"
 
 namespace psflow {
 
@@ -42,6 +43,12 @@ class SessionImpl {
   virtual std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds,
                                   const std::vector<Operation>& targets) = 0;
   virtual void close() {}
+  // Where each op of this run would execute and which tensors would cross devices (the
+  // distributed session's answer; an in-process session has nothing to say).
+  virtual std::optional<PartitionPlan> describe(const std::vector<Output>&, const FeedMap&,
+                                                const std::vector<Operation>&) {
+    return std::nullopt;
+  }
 };
 
 using SessionFactory =
@@ -241,6 +248,12 @@ class Session {
     }
   }
   bool closed() const noexcept { return impl_ == nullptr; }
+  // The placement and cross-process transfers of a run (see observe/explain.hpp); nullopt for
+  // an in-process session.
+  std::optional<PartitionPlan> describe(const std::vector<Output>& fetches, const FeedMap& feeds = {},
+                                        const std::vector<Operation>& targets = {}) {
+    return impl().describe(fetches, feeds, targets);
+  }
   Graph& graph() const noexcept { return *graph_; }
 
  private:

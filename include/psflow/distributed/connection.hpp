@@ -1,0 +1,310 @@
+// Connection: one TCP connection between two tasks, used in both directions.
+//
+// Either side may send requests, replies and one-way frames. Writes are queued and flushed
+// with one scatter-gather write for everything queued (header, metadata, table and the tensor
+// buffers themselves: no payload copy). Reads go header -> metadata+table -> payloads, the
+// payloads straight into newly allocated tensors. A frame that fails validation closes only
+// this connection, with the reason logged; every pending request then fails with Unavailable.
+// Requests may carry a deadline, checked by a timer every 50 ms.
+//
+// Thread-safe: send(), call() and close() may be called from any thread. Handlers run on the
+// connection's strand (the I/O thread).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "psflow/distributed/wire.hpp"
+
+namespace psflow {
+
+namespace asio = boost::asio;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using FrameHandler = std::function<void(const std::shared_ptr<Connection>&, wire::Frame)>;
+  using CloseHandler = std::function<void(const std::shared_ptr<Connection>&, const Status&)>;
+  using ReplyCallback = std::function<void(Status, wire::Frame)>;
+
+  Connection(asio::ip::tcp::socket socket, wire::WireLimits limits, std::string description)
+      : socket_(std::move(socket)),
+        strand_(asio::make_strand(socket_.get_executor())),
+        timer_(strand_),
+        limits_(limits),
+        description_(std::move(description)) {
+    boost::system::error_code ignored;
+    socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  }
+
+  // Starts reading; `on_frame` gets every frame that is not a reply to one of our requests.
+  void start(FrameHandler on_frame, CloseHandler on_close) {
+    on_frame_ = std::move(on_frame);
+    on_close_ = std::move(on_close);
+    asio::dispatch(strand_, [self = shared_from_this()] {
+      self->read_header();
+      self->arm_timer();
+    });
+  }
+
+  // Queues a frame; never blocks. Dropped silently once the connection is closed.
+  void send(wire::Frame frame) {
+    auto out = std::make_shared<Outgoing>(std::move(frame));
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) return;
+      queue_.push_back(std::move(out));
+      if (writing_) return;
+      writing_ = true;
+    }
+    asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
+  }
+
+  // Sends a request; `done` gets the reply, or Unavailable if the connection closes first, or
+  // DeadlineExceeded after `timeout` (zero: no deadline).
+  void call(wire::Frame request, ReplyCallback done, std::chrono::milliseconds timeout = {}) {
+    const std::uint64_t id = next_request_id_.fetch_add(1);
+    request.request_id = id;
+    Status failed;
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) {
+        failed = close_reason_;
+      } else {
+        const auto deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+        pending_.emplace(id, Pending{std::move(done), deadline});
+      }
+    }
+    if (!failed.ok()) return done(failed, {});  // outside the lock: done may call back in
+    send(std::move(request));
+  }
+
+  // Closes the socket; pending requests fail with `reason`. Idempotent.
+  void close(const Status& reason) {
+    asio::dispatch(strand_, [self = shared_from_this(), reason] { self->close_now(reason); });
+  }
+
+  bool is_open() const {
+    std::lock_guard lock(mutex_);
+    return !closed_;
+  }
+  const std::string& description() const noexcept { return description_; }
+
+  // The task at the other end once it said hello ("" before).
+  std::string peer_task() const {
+    std::lock_guard lock(mutex_);
+    return peer_task_;
+  }
+  void set_peer_task(std::string task) {
+    std::lock_guard lock(mutex_);
+    peer_task_ = std::move(task);
+  }
+
+ private:
+  struct Outgoing {
+    explicit Outgoing(wire::Frame f) : frame(std::move(f)) {
+      table = wire::encode_tensor_table(frame.tensors);
+      wire::FrameHeader h;
+      h.type = frame.type;
+      h.request_id = frame.request_id;
+      h.metadata_bytes = static_cast<std::uint32_t>(frame.metadata.size());
+      h.table_bytes = static_cast<std::uint32_t>(table.size());
+      h.tensor_count = static_cast<std::uint32_t>(frame.tensors.size());
+      for (const Tensor& t : frame.tensors) h.payload_bytes += t.nbytes();
+      wire::encode_header(h, header.data());
+    }
+    wire::Frame frame;  // keeps the tensor buffers alive until written
+    std::array<unsigned char, wire::kHeaderBytes> header{};
+    std::string table;
+  };
+  struct Pending {
+    ReplyCallback done;
+    Clock::time_point deadline;
+  };
+
+  void write_queued() {
+    std::vector<std::shared_ptr<Outgoing>> batch;
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_ || queue_.empty()) {
+        writing_ = false;
+        return;
+      }
+      batch.assign(queue_.begin(), queue_.end());
+      queue_.clear();
+    }
+    std::vector<asio::const_buffer> buffers;
+    for (const auto& out : batch) {
+      buffers.emplace_back(asio::buffer(out->header));
+      if (!out->frame.metadata.empty()) buffers.emplace_back(asio::buffer(out->frame.metadata));
+      if (!out->table.empty()) buffers.emplace_back(asio::buffer(out->table));
+      for (const Tensor& t : out->frame.tensors)
+        if (t.nbytes()) buffers.emplace_back(asio::buffer(t.raw_data(), t.nbytes()));
+    }
+    asio::async_write(socket_, buffers,
+                      asio::bind_executor(strand_, [self = shared_from_this(), batch = std::move(batch)](
+                                                       const boost::system::error_code& ec, std::size_t) {
+                        if (ec) {
+                          self->close_now(Status(ErrorCode::unavailable, "write failed: " + ec.message()));
+                          return;
+                        }
+                        self->write_queued();
+                      }));
+  }
+
+  void read_header() {
+    asio::async_read(socket_, asio::buffer(header_buffer_),
+                     asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                       if (ec) return self->close_on_read_error(ec);
+                       try {
+                         self->header_ = wire::decode_header(self->header_buffer_.data(), self->limits_);
+                       } catch (const Error& e) {
+                         return self->close_now(Status(ErrorCode::data_loss, e.message()), true);
+                       }
+                       self->read_metadata();
+                     }));
+  }
+
+  void read_metadata() {
+    meta_buffer_.resize(std::size_t{header_.metadata_bytes} + header_.table_bytes);
+    if (meta_buffer_.empty()) return read_payloads();
+    asio::async_read(socket_, asio::buffer(meta_buffer_),
+                     asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                       if (ec) return self->close_on_read_error(ec);
+                       self->read_payloads();
+                     }));
+  }
+
+  void read_payloads() {
+    incoming_ = wire::Frame{};
+    incoming_.type = header_.type;
+    incoming_.request_id = header_.request_id;
+    incoming_.metadata = meta_buffer_.substr(0, header_.metadata_bytes);
+    try {
+      incoming_.tensors = wire::allocate_from_table(meta_buffer_.substr(header_.metadata_bytes), header_, limits_);
+    } catch (const Error& e) {
+      return close_now(Status(ErrorCode::data_loss, e.message()), true);
+    }
+    std::vector<asio::mutable_buffer> buffers;
+    for (Tensor& t : incoming_.tensors)
+      if (t.nbytes()) buffers.emplace_back(asio::buffer(t.raw_data(), t.nbytes()));
+    if (buffers.empty()) return deliver();
+    asio::async_read(socket_, buffers,
+                     asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                       if (ec) return self->close_on_read_error(ec);
+                       self->deliver();
+                     }));
+  }
+
+  void deliver() {
+    wire::Frame frame = std::move(incoming_);
+    if (frame.type == wire::MessageType::reply) {
+      ReplyCallback done;
+      {
+        std::lock_guard lock(mutex_);
+        auto it = pending_.find(frame.request_id);
+        if (it != pending_.end()) {
+          done = std::move(it->second.done);
+          pending_.erase(it);
+        }
+      }
+      if (done) done(Status{}, std::move(frame));  // a late reply to an expired request is dropped
+    } else if (on_frame_) {
+      on_frame_(shared_from_this(), std::move(frame));
+    }
+    if (is_open()) read_header();
+  }
+
+  void close_on_read_error(const boost::system::error_code& ec) {
+    if (ec == asio::error::eof || ec == asio::error::connection_reset)
+      close_now(Status(ErrorCode::unavailable, "connection closed by the peer"));
+    else
+      close_now(Status(ErrorCode::unavailable, "read failed: " + ec.message()));
+  }
+
+  void arm_timer() {
+    timer_.expires_after(std::chrono::milliseconds(50));
+    timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec || !self->is_open()) return;
+      self->expire_requests();
+      self->arm_timer();
+    });
+  }
+
+  void expire_requests() {
+    std::vector<ReplyCallback> expired;
+    {
+      std::lock_guard lock(mutex_);
+      const auto now = Clock::now();
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->second.deadline <= now) {
+          expired.push_back(std::move(it->second.done));
+          it = pending_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& done : expired)
+      done(Status(ErrorCode::deadline_exceeded, "no reply from " + description_ + " in time"), {});
+  }
+
+  void close_now(const Status& reason, bool log = false) {
+    std::map<std::uint64_t, Pending> pending;
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) return;
+      closed_ = true;
+      close_reason_ = Status(reason.code() == ErrorCode::data_loss ? ErrorCode::unavailable : reason.code(),
+                             "connection to " + description_ + " lost: " + reason.message());
+      pending.swap(pending_);
+      queue_.clear();
+    }
+    if (log) std::fprintf(stderr, "[psflow] closing connection with %s: %s\n", description_.c_str(), reason.message().c_str());
+    boost::system::error_code ignored;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    timer_.cancel();
+    for (auto& [id, p] : pending) p.done(close_reason_, {});
+    if (on_close_) on_close_(shared_from_this(), close_reason_);
+    on_frame_ = nullptr;
+    on_close_ = nullptr;
+  }
+
+  asio::ip::tcp::socket socket_;
+  asio::strand<asio::any_io_executor> strand_;
+  asio::steady_timer timer_;
+  const wire::WireLimits limits_;
+  const std::string description_;
+  FrameHandler on_frame_;
+  CloseHandler on_close_;
+
+  // Read state (strand only).
+  std::array<unsigned char, wire::kHeaderBytes> header_buffer_{};
+  wire::FrameHeader header_;
+  std::string meta_buffer_;
+  wire::Frame incoming_;
+
+  // Shared state.
+  mutable std::mutex mutex_;
+  bool closed_ = false;
+  bool writing_ = false;
+  Status close_reason_;
+  std::string peer_task_;
+  std::deque<std::shared_ptr<Outgoing>> queue_;
+  std::map<std::uint64_t, Pending> pending_;
+  std::atomic<std::uint64_t> next_request_id_{1};
+};
+
+}  // namespace psflow

@@ -1,0 +1,258 @@
+// MasterSession: a Session whose graph spans the cluster (TF's master). It lives in the
+// process of the Server named by the session's target, so the client -> master hop is a
+// function call. For each new (feeds, fetches, targets) signature it prunes the graph, places
+// it, partitions it per task and registers each remote partition with its task once; each run
+// then uses a fresh random step id, starts every partition at once (the remote ones with one
+// run_graph request each) and waits for all. The first error anywhere aborts the step on every
+// task, so no task is left waiting, and reaches the caller typed, naming the task.
+//
+// Only the tasks the graph uses are contacted.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "psflow/distributed/server.hpp"
+#include "psflow/graph/subgraph.hpp"
+#include "psflow/runtime/partition.hpp"
+#include "psflow/runtime/placer.hpp"
+#include "psflow/runtime/session.hpp"
+
+namespace psflow {
+
+namespace detail {
+
+class MasterSession : public SessionImpl {
+ public:
+  MasterSession(Graph& graph, Server& server) : graph_(graph), server_(server), rng_(std::random_device{}()) {}
+  ~MasterSession() override { close(); }
+
+  std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds,
+                          const std::vector<Operation>& targets) override {
+    validate_run_arguments(graph_, fetches, feeds, targets);
+    std::shared_ptr<StepPlan> plan = plan_for(fetches, feeds, targets);
+    std::vector<Tensor> feed_values;
+    for (const auto& [out, value] : feeds) feed_values.push_back(value);
+    try {
+      return caller_owned(run_step(*plan, std::move(feed_values)));
+    } catch (const Error& e) {
+      // A task that restarted or went away invalidates what we registered: register again next time.
+      if (e.code() == ErrorCode::aborted || e.code() == ErrorCode::unavailable) forget_plans();
+      throw;
+    }
+  }
+
+  std::optional<PartitionPlan> describe(const std::vector<Output>& fetches, const FeedMap& feeds,
+                                        const std::vector<Operation>& targets) override {
+    validate_run_arguments(graph_, fetches, feeds, targets);
+    return plan_for(fetches, feeds, targets)->partition;
+  }
+
+  void close() override {
+    std::vector<std::shared_ptr<StepPlan>> plans;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [key, plan] : plans_) plans.push_back(plan);
+      plans_.clear();
+    }
+    for (auto& plan : plans) deregister(*plan);
+  }
+
+ private:
+  struct RemotePartition {
+    std::string task;
+    std::string handle;
+    std::uint64_t incarnation = 0;
+  };
+  struct StepPlan {
+    PartitionPlan partition;
+    std::vector<RemotePartition> remotes;
+    std::shared_ptr<Graph> local_graph;
+    std::shared_ptr<Executor> local_executor;
+  };
+
+  static std::string task_of(const std::string& device) {
+    DeviceSpec spec = DeviceSpec::parse(device);
+    spec.device_type.reset();
+    spec.device_index.reset();
+    return spec.to_string();
+  }
+
+  std::shared_ptr<StepPlan> plan_for(const std::vector<Output>& fetches, const FeedMap& feeds,
+                                     const std::vector<Operation>& targets) {
+    const std::string key = run_signature(fetches, feeds, targets);
+    std::lock_guard lock(mutex_);  // one plan at a time: registering talks to other tasks
+    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+
+    std::vector<TensorId> fetch_ids, feed_ids;
+    std::vector<int> target_ids;
+    for (const auto& f : fetches) fetch_ids.push_back(f.id());
+    for (const auto& [out, value] : feeds) feed_ids.push_back(out.id());
+    for (const auto& t : targets) target_ids.push_back(t.id());
+    std::vector<int> nodes = needed_nodes(graph_, fetch_ids, target_ids, feed_ids);
+    check_placeholders_fed(graph_, nodes);
+    std::vector<std::string> assigned = place_nodes(graph_, nodes, server_.cluster_devices(), server_.device_name());
+
+    auto plan = std::make_shared<StepPlan>();
+    plan->partition = partition_graph(graph_, nodes, assigned, feed_ids, fetch_ids, server_.device_name(),
+                                      [this](const std::string& device) { return server_.peer_incarnation(task_of(device)); });
+    for (const auto& [device, def] : plan->partition.graphs) {
+      if (device == server_.device_name()) {
+        plan->local_graph = std::make_shared<Graph>();
+        import_graph_def(*plan->local_graph, def);
+        plan->local_executor = server_.worker().make_executor(*plan->local_graph, plan->partition.feed_nodes,
+                                                              plan->partition.fetch_tensors);
+        continue;
+      }
+      RemotePartition remote;
+      remote.task = task_of(device);
+      wire::Frame reply = server_.call(remote.task, wire::make_frame(wire::MessageType::register_graph, wire::RegisterGraph{def}),
+                                       server_.options().rpc_timeout);
+      auto r = wire::decode<wire::Reply>(reply.metadata, "register_graph reply");
+      r.status().raise_if_error();
+      remote.handle = r.text;
+      remote.incarnation = r.incarnation;
+      plan->remotes.push_back(std::move(remote));
+    }
+    plans_.emplace(key, plan);
+    return plan;
+  }
+
+  std::vector<Tensor> run_step(const StepPlan& plan, std::vector<Tensor> feeds) {
+    struct Join {
+      std::mutex mutex;
+      std::condition_variable done;
+      std::size_t remaining = 0;
+      Status first_error;
+      std::vector<Tensor> fetches;
+      std::vector<bool> finished;  // per remote
+    };
+    auto join = std::make_shared<Join>();
+    join->remaining = plan.remotes.size() + 1;
+    join->finished.assign(plan.remotes.size(), false);
+    std::uint64_t step_id;
+    {
+      std::lock_guard lock(rng_mutex_);
+      step_id = rng_() | 1;
+    }
+
+    // First error: remember it and abort the step on every task still running it.
+    auto fail = [this, join, step_id, &plan](const Status& error) {
+      {
+        std::lock_guard lock(join->mutex);
+        if (!join->first_error.ok()) return;
+        join->first_error = error;
+      }
+      server_.worker().abort_step(step_id, error);
+      for (std::size_t i = 0; i < plan.remotes.size(); ++i) {
+        {
+          std::lock_guard lock(join->mutex);
+          if (join->finished[i]) continue;
+        }
+        try {
+          auto c = server_.connect(plan.remotes[i].task);
+          c->send(wire::make_frame(wire::MessageType::abort_step,
+                                   wire::AbortStep{step_id, static_cast<std::int32_t>(ErrorCode::aborted), error.message()}));
+        } catch (const Error&) {
+          // Unreachable: its step dies with its connection.
+        }
+      }
+    };
+    auto finish_one = [join] {
+      std::lock_guard lock(join->mutex);
+      if (--join->remaining == 0) join->done.notify_all();
+    };
+
+    for (std::size_t i = 0; i < plan.remotes.size(); ++i) {
+      const RemotePartition& remote = plan.remotes[i];
+      std::shared_ptr<Connection> connection;
+      try {
+        connection = server_.connect(remote.task);
+      } catch (const Error& e) {
+        fail(Status(e.code(), e.message()));
+        {
+          std::lock_guard lock(join->mutex);
+          join->finished[i] = true;
+        }
+        finish_one();
+        continue;
+      }
+      connection->call(
+          wire::make_frame(wire::MessageType::run_graph, wire::RunGraph{remote.handle, step_id, remote.incarnation}),
+          [join, i, task = remote.task, fail, finish_one](Status status, wire::Frame reply) {
+            if (status.ok()) {
+              try {
+                status = wire::decode<wire::Reply>(reply.metadata, "run_graph reply").status();
+              } catch (const Error& e) {
+                status = Status(e.code(), e.message());
+              }
+            }
+            {
+              std::lock_guard lock(join->mutex);
+              join->finished[i] = true;
+            }
+            if (!status.ok()) fail(status.with_context("on " + task));
+            finish_one();
+          },
+          server_.options().step_timeout);
+    }
+
+    server_.worker().run(plan.local_executor, step_id, std::move(feeds),
+                         [this, join, fail, finish_one](Status status, std::vector<Tensor> fetches) {
+                           if (!status.ok()) fail(status.with_context("on " + server_.task_name()));
+                           else {
+                             std::lock_guard lock(join->mutex);
+                             join->fetches = std::move(fetches);
+                           }
+                           finish_one();
+                         });
+
+    std::unique_lock lock(join->mutex);
+    // Bounded: remote calls end by reply, deadline or a dropped connection; the local partition
+    // ends once its receives are satisfied or aborted.
+    join->done.wait(lock, [&] { return join->remaining == 0; });
+    join->first_error.raise_if_error();
+    return std::move(join->fetches);
+  }
+
+  void deregister(const StepPlan& plan) {
+    for (const auto& remote : plan.remotes) {
+      try {
+        auto connection = server_.connect(remote.task);
+        connection->send(wire::make_frame(wire::MessageType::deregister_graph, wire::Handle{remote.handle}));
+      } catch (const Error&) {
+      }
+    }
+  }
+
+  void forget_plans() {
+    std::lock_guard lock(mutex_);
+    plans_.clear();
+  }
+
+  Graph& graph_;
+  Server& server_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<StepPlan>> plans_;
+  std::mutex rng_mutex_;
+  std::mt19937_64 rng_;
+};
+
+inline const bool master_session_registered = register_session_factory(
+    "psflow://", [](Graph& graph, std::string_view target, const SessionOptions&) -> std::unique_ptr<SessionImpl> {
+      Server* server = Server::find_local(target);
+      if (!server)
+        throw InvalidArgument("no Server in this process serves '" + std::string(target) +
+                              "': the master runs inside a task's own process, so create "
+                              "psflow::Server(cluster, job, task) here and pass its target()");
+      return std::make_unique<MasterSession>(graph, *server);
+    });
+
+}  // namespace detail
+
+}  // namespace psflow
