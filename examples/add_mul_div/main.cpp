@@ -1,61 +1,138 @@
-// The seed program (TF1's add/mul/div example) written with psflow: variables w (2x2 of 2)
-// and b (2x2 of 5), and five runs printing [w+b, w*b, w/b] exactly as TF's worker printed them.
+// The seed program (TF1's add/mul/div ps + worker example) written with psflow.
 //
-// This version runs every device in one process; see README for the ps + worker version.
+//   add_mul_div --job_name=ps                       # holds the variables w and b
+//   add_mul_div --job_name=worker [--explain]       # computes w+b, w*b, w/b five times
+//
+// As in the seed, replica_device_setter puts the variables on the ps, the arithmetic on the
+// worker, and a Supervisor restores the latest checkpoint in --logdir or initializes and saves.
+// The worker prints exactly what TF's worker printed, then tells the ps to stop; both exit 0.
+// Without --job_name everything runs in this one process.
+//
+// Flags: --ps_hosts (127.0.0.1:2223) --worker_hosts (127.0.0.1:1234) --job_name --task_index
+//        --logdir (./simple_log) --explain --interval_ms (1000) --connect_timeout_s (30)
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include <psflow/observe/explain.hpp>
 #include <psflow/psflow.hpp>
+#include <psflow/train/supervisor.hpp>
 
 namespace {
+
+struct DemoFlags {
+  psflow::TaskFlags task;
+  bool distributed = false;
+  bool explain = false;
+  int interval_ms = 1000;
+  double connect_timeout_s = 30;
+  std::string logdir = "./simple_log";
+};
+
+bool take_flag(const std::string& arg, const std::string& name, std::string& value) {
+  const std::string prefix = "--" + name + "=";
+  if (arg.rfind(prefix, 0) != 0) return false;
+  value = arg.substr(prefix.size());
+  return true;
+}
+
+DemoFlags parse_flags(int argc, char** argv) {
+  DemoFlags flags;
+  std::vector<std::string> args(argv, argv + argc);
+  const char* tf_config = std::getenv("TF_CONFIG");
+  bool has_hosts = false, has_job = false;
+  for (const auto& a : args) {
+    has_hosts = has_hosts || a.rfind("--ps_hosts", 0) == 0 || a.rfind("--worker_hosts", 0) == 0;
+    has_job = has_job || a.rfind("--job_name", 0) == 0;
+  }
+  flags.distributed = has_job || (tf_config && *tf_config);
+  if (!has_hosts && !(tf_config && *tf_config)) {  // the seed's cluster
+    args.push_back("--ps_hosts=127.0.0.1:2223");
+    args.push_back("--worker_hosts=127.0.0.1:1234");
+  }
+  if (!flags.distributed) args.push_back("--job_name=worker");
+  flags.task = psflow::TaskFlags::parse(args, tf_config ? std::optional<std::string_view>(tf_config) : std::nullopt);
+  for (std::size_t i = 1; i < flags.task.remaining_args.size(); ++i) {
+    const std::string& arg = flags.task.remaining_args[i];
+    std::string value;
+    if (arg == "--explain") flags.explain = true;
+    else if (take_flag(arg, "logdir", value)) flags.logdir = value;
+    else if (take_flag(arg, "interval_ms", value)) flags.interval_ms = std::stoi(value);
+    else if (take_flag(arg, "connect_timeout_s", value)) flags.connect_timeout_s = std::stod(value);
+    else throw psflow::InvalidArgument("unknown flag '" + arg + "' (see the comment at the top of main.cpp)");
+  }
+  return flags;
+}
 
 // Python's print() of a list of numpy arrays: "[array(...), array(...)]".
 std::string python_list_repr(const std::vector<psflow::Tensor>& values) {
   std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i) out += ", ";
-    out += psflow::repr(values[i]);
-  }
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + psflow::repr(values[i]);
   return out + "]";
 }
 
-int parse_interval_ms(int argc, char** argv) {
-  const std::string flag = "--interval_ms=";
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind(flag, 0) == 0) return std::stoi(arg.substr(flag.size()));
-    std::cerr << "usage: add_mul_div [--interval_ms=1000]\n";
-    std::exit(2);
+// Tells the ps tasks to stop when the worker is done, also when it fails, so that no ps is left
+// waiting forever (TF's ps never exits on its own).
+struct StopPsOnExit {
+  psflow::Server* server;
+  ~StopPsOnExit() {
+    if (server) server->stop_job("ps");
   }
-  return 1000;
-}
+};
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const int interval_ms = parse_interval_ms(argc, argv);
-
+int run_worker(const DemoFlags& flags, psflow::Server* server) {
+  StopPsOnExit stop_ps{server};
   psflow::Graph graph;
   psflow::Output addwb, mutwb, divwb;
   {
-    auto on_worker = graph.device("/job:worker/task:0");
+    auto placement = graph.device(psflow::train::replica_device_setter(
+        {.worker_device = "/job:worker/task:" + std::to_string(flags.task.task_index), .cluster = flags.task.cluster}));
     auto w = psflow::get_variable(graph, "w", {2, 2}, psflow::constant_initializer(2));
     auto b = psflow::get_variable(graph, "b", {2, 2}, psflow::constant_initializer(5));
     addwb = w + b;
     mutwb = w * b;
     divwb = w / b;
   }
-
-  psflow::Session sess(graph);
-  sess.run(psflow::global_variables_initializer(graph));
-  for (int count = 1; count <= 5; ++count) {
+  // The Supervisor restores the checkpoint in logdir if there is one, else initializes and saves.
+  psflow::train::SupervisorOptions supervision;
+  supervision.is_chief = flags.task.task_index == 0;
+  supervision.logdir = flags.logdir;
+  psflow::train::Supervisor sv(graph, supervision);
+  psflow::Session& sess = sv.managed_session(server ? server->target() : "");
+  if (flags.explain) std::cout << psflow::observe::explain(sess, {addwb, mutwb, divwb}) << std::flush;
+  for (int count = 1;; ++count) {
     std::cout << count << "th compute result is :\n";
     std::cout << python_list_repr(sess.run({addwb, mutwb, divwb})) << "\n";
     std::cout << "***********************************" << std::endl;
-    if (count < 5) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    std::this_thread::sleep_for(std::chrono::milliseconds(flags.interval_ms));
+    if (count >= 5) break;
   }
+  sv.stop();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const DemoFlags flags = parse_flags(argc, argv);
+    if (!flags.distributed) return run_worker(flags, nullptr);
+
+    psflow::ServerOptions options;
+    options.connect_timeout = std::chrono::milliseconds(static_cast<long>(flags.connect_timeout_s * 1000));
+    options.explain = flags.explain;
+    psflow::Server server(flags.task.cluster, flags.task.job_name, flags.task.task_index, options);
+    if (flags.task.job_name == "ps") {
+      server.join();  // until a worker says the work is done
+      return 0;
+    }
+    return run_worker(flags, &server);
+  } catch (const psflow::Error& e) {
+    std::cerr << "add_mul_div: " << e.what() << "\n";
+    return 1;
+  }
 }

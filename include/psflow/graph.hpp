@@ -8,6 +8,7 @@
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/control_ops.hpp"
 #include "psflow/graph/graph.hpp"
+#include "psflow/graph/is_variable_initialized.hpp"
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/nn_ops.hpp"
 #include "psflow/graph/random_ops.hpp"

@@ -11,3 +11,7 @@
 #include "psflow/distributed/server.hpp"
 #include "psflow/distributed/master_session.hpp"
 #include "psflow/train/replica_device_setter.hpp"
+#include "psflow/train/checkpoint_file.hpp"
+#include "psflow/train/saver.hpp"
+#include "psflow/train/supervisor.hpp"
+#include "psflow/observe/explain.hpp"

@@ -49,6 +49,8 @@ struct ServerOptions {
   std::size_t inter_op_threads = 0;
   // Log connection events and waits to standard error.
   bool log = true;
+  // Also log what this task does for others: partitions registered, steps run, tensors sent.
+  bool explain = false;
 };
 
 class Server {
@@ -366,6 +368,11 @@ inline void Server::handle_frame(const std::shared_ptr<Connection>& connection, 
       case MessageType::register_graph: {
         auto request = wire::decode<wire::RegisterGraph>(frame.metadata, "register_graph");
         wire::Reply r;
+        if (options_.explain) {
+          std::string ops;
+          for (const auto& n : request.graph.nodes) ops += (ops.empty() ? "" : ", ") + n.name + " (" + n.op + ")";
+          log("explain: " + connection->peer_task() + " registered a partition to run here: " + ops);
+        }
         try {
           r.text = worker_->register_graph(request.graph);
         } catch (...) {
@@ -390,6 +397,8 @@ inline void Server::handle_frame(const std::shared_ptr<Connection>& connection, 
         }
         const std::uint64_t request_id = frame.request_id;
         const std::uint64_t step_id = request.step_id;
+        if (options_.explain)
+          log("explain: step " + std::to_string(step_id) + ": running " + request.handle + " for " + connection->peer_task());
         worker_->run_graph(request.handle, step_id, [this, connection, request_id, step_id](Status status) {
           {
             std::lock_guard lock(mutex_);
@@ -438,6 +447,9 @@ inline void Server::handle_frame(const std::shared_ptr<Connection>& connection, 
 
 inline void Server::send_tensor(const std::string& dst_device, std::uint64_t step_id, const std::string& key,
                                 Tensor value) {
+  if (options_.explain)
+    log("explain: step " + std::to_string(step_id) + ": sending " + value.summary() + " (" +
+        std::to_string(value.nbytes()) + " bytes) to " + dst_device + " under key " + key);
   wire::Frame frame = wire::make_frame(wire::MessageType::tensor, wire::TensorMessage{step_id, key}, {std::move(value)});
   const std::string task = task_of_device(dst_device);
   {

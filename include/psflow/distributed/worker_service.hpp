@@ -100,8 +100,14 @@ class WorkerService {
                                           const std::vector<std::string>& fetch_tensors) {
     Executor::Params params;
     params.graph = &graph;
-    for (std::size_t i = 0; i < graph.num_nodes(); ++i) params.nodes.push_back(static_cast<int>(i));
-    for (const auto& f : feed_nodes) params.feeds.push_back(graph.operation(f).output(0).id());
+    std::vector<char> fed(graph.num_nodes(), 0);
+    for (const auto& f : feed_nodes) {
+      const Output out = graph.operation(f).output(0);
+      params.feeds.push_back(out.id());
+      fed[static_cast<std::size_t>(out.op().id())] = 1;
+    }
+    for (std::size_t i = 0; i < graph.num_nodes(); ++i)
+      if (!fed[i]) params.nodes.push_back(static_cast<int>(i));
     for (const auto& f : fetch_tensors) params.fetches.push_back(graph.tensor(f).id());
     params.device_for = [this](const detail::Node&) -> Device& { return device_; };
     return std::make_shared<Executor>(std::move(params));

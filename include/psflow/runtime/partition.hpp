@@ -30,6 +30,7 @@ struct Transfer {
 };
 
 struct PartitionPlan {
+  std::string client_device;               // where the master (and so the caller) is
   std::map<std::string, GraphDef> graphs;  // by device; always holds the client's device
   std::vector<std::string> feed_nodes;     // node in the client's graph standing for feed i
   std::vector<std::string> fetch_tensors;  // tensor in the client's graph holding fetch i
@@ -44,6 +45,7 @@ inline PartitionPlan partition_graph(const Graph& graph, const std::vector<int>&
                                      const std::string& client_device,
                                      const std::function<std::uint64_t(const std::string&)>& incarnation_of) {
   PartitionPlan plan;
+  plan.client_device = client_device;
   plan.graphs[client_device];
   std::map<int, std::string> device_of;
   for (std::size_t i = 0; i < nodes.size(); ++i) {

@@ -1,0 +1,418 @@
+// Saver: saves a graph's variables to checkpoint files and restores them, through a Session
+// (TF's tf.train.Saver), and latest_checkpoint(), which reads the `checkpoint` state file that
+// says which checkpoints a directory holds.
+//
+// Paths, as in TF: a checkpoint path is "<prefix>-<global_step>" (or "<prefix>" without a
+// step), e.g. "/logs/model.ckpt-500". That is what save() returns and what restore() and
+// latest_checkpoint() deal in; the one file on disk is that path plus checkpoint_file_suffix
+// (".psflow"; format in checkpoint_file.hpp). Next to it, the text file `checkpoint` lists
+// the checkpoints kept, newest last, with paths relative to the directory, TF's way:
+//   model_checkpoint_path: "model.ckpt-500"
+//   all_model_checkpoint_paths: "model.ckpt-400"
+//   all_model_checkpoint_paths: "model.ckpt-500"
+// Both files are written atomically (temporary file, fsync, rename).
+//
+// Values travel through graph ops only: save() fetches every variable's value with one
+// Session::run, restore() feeds the checkpoint's tensors to assign ops built once at
+// construction (in a "save" name scope, colocated with each variable), so both work the same
+// on an in-process Session and on a distributed one whose variables live on ps tasks.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "psflow/graph/array_ops.hpp"
+#include "psflow/graph/control_ops.hpp"
+#include "psflow/graph/graph.hpp"
+#include "psflow/graph/state_ops.hpp"
+#include "psflow/graph/variable.hpp"
+#include "psflow/runtime/kernels/array_kernels.hpp"  // Identity (reads), NoOp, Placeholder feeds
+#include "psflow/runtime/kernels/state_kernels.hpp"  // Assign
+#include "psflow/runtime/session.hpp"
+#include "psflow/train/checkpoint_file.hpp"
+
+namespace psflow::train {
+
+// What the file of a checkpoint path is called on disk: "<checkpoint path>.psflow".
+inline constexpr std::string_view checkpoint_file_suffix = ".psflow";
+inline std::string checkpoint_file_path(std::string_view checkpoint_path) {
+  return std::string(checkpoint_path) + std::string(checkpoint_file_suffix);
+}
+
+// Saves and restores the graph's global variables (those that exist when the Saver is built,
+// keyed by Variable::name(), e.g. "w"). Builds its restore ops into the graph at construction,
+// so build it while the graph is being built (graph building is single-threaded).
+//
+// save() and restore() block on the Session and on file I/O. They may be called from several
+// threads (e.g. a Supervisor's background saver and the training thread): an internal mutex
+// serializes them. The Saver keeps, per directory, the list of checkpoints it still keeps
+// (started from that directory's state file on the first save there, so pruning carries on
+// across restarts); the Graph must outlive the Saver.
+class Saver {
+ public:
+  // max_to_keep: how many of the newest checkpoints to keep per directory; older checkpoint
+  // files are deleted. 0 keeps every file (the state file then lists only the latest, as TF).
+  explicit Saver(Graph& graph, std::size_t max_to_keep = 5);
+
+  // Writes the variables' current values to "<prefix>-<global_step>" (or "<prefix>") and
+  // records it in the directory's state file; returns that checkpoint path. The directory must
+  // exist (NotFound otherwise). Errors from the Session (e.g. FailedPrecondition for an
+  // uninitialized variable) propagate; nothing is written then.
+  std::string save(Session& sess, std::string_view prefix,
+                   std::optional<std::int64_t> global_step = {});
+
+  // Sets every variable to its value in checkpoint `path` (a checkpoint path, or its file).
+  // Throws NotFound when the checkpoint does not exist or lacks a variable, InvalidArgument when
+  // a value has another dtype or shape than its variable, DataLoss when the file is corrupt;
+  // each names the variable and the file. Everything is read and checked before any variable
+  // changes, so on any of these errors the variables keep their values.
+  void restore(Session& sess, std::string_view path);
+
+  const std::vector<Variable>& variables() const noexcept { return variables_; }
+  // Checkpoint paths kept in the directory of the latest save, oldest first.
+  std::vector<std::string> last_checkpoints() const;
+
+ private:
+  struct Kept {
+    std::string dir;                 // as the caller spelled it, for last_checkpoints()
+    std::vector<std::string> names;  // checkpoint paths relative to dir, oldest first
+  };
+  Kept& kept_in(const std::string& dir, const std::string& spelled);
+  std::string resolve_file(std::string_view path) const;
+
+  Graph* graph_;
+  std::size_t max_to_keep_;
+  std::vector<Variable> variables_;
+  std::vector<Output> restore_values_;  // placeholder per variable, same order
+  Operation restore_op_;                // empty when there are no variables
+  mutable std::mutex mutex_;
+  std::map<std::string, Kept> kept_;  // by directory
+  std::string last_dir_;
+};
+
+// The latest checkpoint path recorded in `dir`'s state file, if that checkpoint still exists;
+// nullopt when `dir` or its state file does not exist. Throws DataLoss naming the state file
+// when it cannot be parsed.
+inline std::optional<std::string> latest_checkpoint(std::string_view dir);
+
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+
+inline constexpr const char* kCheckpointStateFile = "checkpoint";
+
+// TF's CheckpointState, as its text format.
+struct CheckpointState {
+  std::string model_checkpoint_path;
+  std::vector<std::string> all_model_checkpoint_paths;
+};
+
+inline std::string quote_state_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {  // octal escapes, as protobuf's text format writes them
+      out += '\\';
+      out += static_cast<char>('0' + ((c >> 6) & 7));
+      out += static_cast<char>('0' + ((c >> 3) & 7));
+      out += static_cast<char>('0' + (c & 7));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+inline std::string format_checkpoint_state(const CheckpointState& state) {
+  std::string out =
+      "model_checkpoint_path: " + quote_state_string(state.model_checkpoint_path) + "\n";
+  for (const auto& p : state.all_model_checkpoint_paths)
+    out += "all_model_checkpoint_paths: " + quote_state_string(p) + "\n";
+  return out;
+}
+
+// Parses the state file's text (protobuf text format, the subset TF writes). Unknown fields
+// (e.g. TF's timestamps) are ignored; anything malformed throws DataLoss naming `file`.
+inline CheckpointState parse_checkpoint_state(std::string_view text, const std::string& file) {
+  auto corrupt = [&](std::size_t line, const std::string& what) -> void {
+    throw DataLoss("checkpoint state file '" + file + "' is corrupt (line " + std::to_string(line) +
+                   "): " + what + "; delete it or restore a checkpoint by its path");
+  };
+  auto unquote = [&](std::string_view v, std::size_t line) {
+    std::string out;
+    if (v.size() < 2 || v.front() != '"' || v.back() != '"')
+      corrupt(line, "expected a quoted string");
+    v = v.substr(1, v.size() - 2);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const char c = v[i];
+      if (c == '"') corrupt(line, "unescaped quote inside a string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (++i >= v.size()) corrupt(line, "string ends with a backslash");
+      const char e = v[i];
+      if (e == 'n')
+        out += '\n';
+      else if (e == 't')
+        out += '\t';
+      else if (e == 'r')
+        out += '\r';
+      else if (e == '"' || e == '\\' || e == '\'')
+        out += e;
+      else if (e >= '0' && e <= '7') {
+        int value = 0, digits = 0;
+        while (digits < 3 && i < v.size() && v[i] >= '0' && v[i] <= '7') {
+          value = value * 8 + (v[i++] - '0');
+          ++digits;
+        }
+        --i;
+        if (value > 255) corrupt(line, "octal escape out of range");
+        out += static_cast<char>(value);
+      } else {
+        corrupt(line, std::string("unknown escape \\") + e);
+      }
+    }
+    return out;
+  };
+  auto trim = [](std::string_view s) {
+    const auto b = s.find_first_not_of(" \t\r");
+    if (b == std::string_view::npos) return std::string_view{};
+    return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+  };
+
+  CheckpointState state;
+  bool has_latest = false;
+  std::size_t line_number = 0;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = trim(text.substr(start, end - start));
+    start = end + 1;
+    ++line_number;
+    if (line.empty() || line.front() == '#') continue;
+    if (line.find('\0') != std::string_view::npos) corrupt(line_number, "binary data");
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) corrupt(line_number, "expected 'field: value'");
+    const std::string_view key = trim(line.substr(0, colon));
+    const std::string_view value = trim(line.substr(colon + 1));
+    if (key.empty() || !std::all_of(key.begin(), key.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '_';
+        }))
+      corrupt(line_number, "'" + std::string(key) + "' is not a field name");
+    if (value.empty()) corrupt(line_number, "field '" + std::string(key) + "' has no value");
+    if (key == "model_checkpoint_path") {
+      state.model_checkpoint_path = unquote(value, line_number);
+      has_latest = true;
+    } else if (key == "all_model_checkpoint_paths") {
+      state.all_model_checkpoint_paths.push_back(unquote(value, line_number));
+    }
+  }
+  if (!has_latest || state.model_checkpoint_path.empty())
+    corrupt(line_number, "it names no model_checkpoint_path");
+  return state;
+}
+
+// Reads `dir`'s state file: nullopt when there is none; DataLoss when it is corrupt.
+inline std::optional<CheckpointState> read_checkpoint_state(const std::filesystem::path& dir) {
+  const auto file = dir / kCheckpointStateFile;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return std::nullopt;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;  // vanished or unreadable: as if there were none
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_checkpoint_state(text.str(), file.string());
+}
+
+// True when checkpoint path `p` has its file (or is itself a file, e.g. written directly).
+inline bool checkpoint_exists(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(checkpoint_file_path(p.string()), ec) ||
+         std::filesystem::is_regular_file(p, ec);
+}
+
+inline std::string directory_key(const std::string& dir) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(dir, ec);
+  return (ec ? std::filesystem::path(dir) : abs).lexically_normal().string();
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Definitions
+
+inline Saver::Saver(Graph& graph, std::size_t max_to_keep)
+    : graph_(&graph), max_to_keep_(max_to_keep), variables_(global_variables(graph)) {
+  if (variables_.empty()) return;
+  auto scope = graph.name_scope("save");
+  std::vector<Operation> assigns;
+  for (const auto& v : variables_) {
+    auto colocated = graph.colocate_with(v.op());  // the fed value goes straight to the variable
+    const Shape& shape = v.shape();
+    Output value =
+        ops::placeholder(graph, v.dtype(), std::vector<std::int64_t>(shape.begin(), shape.end()));
+    restore_values_.push_back(value);
+    assigns.push_back(ops::assign(v.ref(), value).op());
+  }
+  restore_op_ = ops::group(assigns, "restore_all");
+}
+
+inline Saver::Kept& Saver::kept_in(const std::string& dir, const std::string& spelled) {
+  const std::string key = detail::directory_key(dir);
+  auto [it, inserted] = kept_.try_emplace(key);
+  if (inserted) {
+    it->second.dir = spelled;  // adopt what an earlier run kept here, so it is pruned too
+    try {
+      if (auto state = detail::read_checkpoint_state(dir)) {
+        for (const auto& entry : state->all_model_checkpoint_paths) {
+          std::filesystem::path p(entry);
+          if (p.is_absolute()) {
+            if (detail::directory_key(p.parent_path().string()) != key) continue;
+            p = p.filename();
+          } else if (p.has_parent_path()) {
+            continue;  // not in this directory: never ours to delete
+          }
+          if (detail::checkpoint_exists(std::filesystem::path(dir) / p))
+            it->second.names.push_back(p.string());
+        }
+      }
+    } catch (const DataLoss& e) {  // the next save rewrites the state file
+      std::cerr << "psflow Saver: ignoring the old state file: " << e.message() << "\n";
+    }
+  }
+  return it->second;
+}
+
+inline std::string Saver::save(Session& sess, std::string_view prefix,
+                               std::optional<std::int64_t> global_step) {
+  if (prefix.empty())
+    throw InvalidArgument("Saver::save: the prefix is empty (e.g. \"/logs/model.ckpt\")");
+  if (&sess.graph() != graph_)
+    throw InvalidArgument("Saver::save: the Session runs another Graph than the Saver's");
+  std::string path(prefix);
+  if (global_step) path += "-" + std::to_string(*global_step);
+  if (std::filesystem::path(path).filename().empty())
+    throw InvalidArgument("Saver::save: prefix '" + std::string(prefix) +
+                          "' names a directory; add a file name, e.g. \"" + std::string(prefix) +
+                          "model.ckpt\"");
+
+  std::vector<Output> values;
+  for (const auto& v : variables_) values.push_back(v.value());
+  std::lock_guard lock(mutex_);
+  std::vector<Tensor> fetched = values.empty() ? std::vector<Tensor>{} : sess.run(values);
+  CheckpointTensors tensors;
+  for (std::size_t i = 0; i < variables_.size(); ++i)
+    tensors.emplace_back(variables_[i].name(), std::move(fetched[i]));
+  write_checkpoint(checkpoint_file_path(path), tensors);
+
+  const std::string dir = detail::parent_directory(path);  // "." when path has none
+  const std::string name = std::filesystem::path(path).filename().string();
+  Kept& kept = kept_in(dir, std::filesystem::path(path).parent_path().string());
+  last_dir_ = detail::directory_key(dir);
+  std::erase(kept.names, name);  // saved again: it is now the newest
+  kept.names.push_back(name);
+  std::vector<std::string> doomed;
+  if (max_to_keep_ == 0) {
+    kept.names.erase(kept.names.begin(), kept.names.end() - 1);  // list the latest, delete none
+  } else {
+    while (kept.names.size() > max_to_keep_) {
+      doomed.push_back(kept.names.front());
+      kept.names.erase(kept.names.begin());
+    }
+  }
+  // The state file first, so it never names a deleted checkpoint.
+  detail::write_file_atomically(
+      (std::filesystem::path(dir) / detail::kCheckpointStateFile).string(),
+      detail::format_checkpoint_state({name, kept.names}));
+  for (const auto& old : doomed) {
+    std::error_code ec;
+    std::filesystem::remove(checkpoint_file_path((std::filesystem::path(dir) / old).string()), ec);
+  }
+  return path;
+}
+
+inline std::string Saver::resolve_file(std::string_view path) const {
+  const std::string p(path);
+  if (p.empty()) throw InvalidArgument("Saver::restore: the checkpoint path is empty");
+  if (p.ends_with(checkpoint_file_suffix)) return p;
+  std::error_code ec;
+  const std::string file = checkpoint_file_path(p);
+  if (std::filesystem::exists(file, ec)) return file;
+  if (std::filesystem::is_regular_file(p, ec)) return p;
+  throw NotFound("checkpoint '" + p + "' does not exist (no file '" + file +
+                 "'): pass a path save() returned or latest_checkpoint(dir)");
+}
+
+inline void Saver::restore(Session& sess, std::string_view path) {
+  if (&sess.graph() != graph_)
+    throw InvalidArgument("Saver::restore: the Session runs another Graph than the Saver's");
+  std::lock_guard lock(mutex_);
+  const std::string file = resolve_file(path);
+  CheckpointTensors tensors = read_checkpoint(file);
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [name, tensor] : tensors) by_name.emplace(name, &tensor);
+
+  FeedMap feeds;
+  for (std::size_t i = 0; i < variables_.size(); ++i) {
+    const Variable& v = variables_[i];
+    auto it = by_name.find(v.name());
+    if (it == by_name.end()) {
+      std::string held;
+      for (std::size_t t = 0; t < tensors.size() && t < 10; ++t)
+        held += (t ? ", " : "") + tensors[t].first;
+      if (tensors.size() > 10) held += ", ...";
+      throw NotFound("checkpoint '" + file + "' has no value for variable '" + v.name() +
+                     "' (it holds: " + (held.empty() ? "nothing" : held) +
+                     "): restore a checkpoint saved from this model");
+    }
+    const Tensor& value = *it->second;
+    if (value.dtype() != v.dtype() || value.shape() != v.shape())
+      throw InvalidArgument("checkpoint '" + file + "' holds variable '" + v.name() + "' as " +
+                            value.summary() + ", the graph declares it " +
+                            std::string(dtype_name(v.dtype())) + shape_string(v.shape()) +
+                            ": restore a checkpoint saved from this model");
+    feeds.emplace_back(restore_values_[i], value);
+  }
+  if (restore_op_) sess.run({}, feeds, {restore_op_});
+}
+
+inline std::vector<std::string> Saver::last_checkpoints() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  auto it = kept_.find(last_dir_);
+  if (it == kept_.end()) return out;
+  for (const auto& name : it->second.names)
+    out.push_back((std::filesystem::path(it->second.dir) / name).string());
+  return out;
+}
+
+inline std::optional<std::string> latest_checkpoint(std::string_view dir) {
+  const std::filesystem::path directory(dir.empty() ? std::string_view(".") : dir);
+  auto state = detail::read_checkpoint_state(directory);
+  if (!state) return std::nullopt;
+  std::filesystem::path latest(state->model_checkpoint_path);
+  if (latest.is_relative()) latest = directory / latest;
+  if (!detail::checkpoint_exists(latest)) return std::nullopt;
+  return latest.string();
+}
+
+}  // namespace psflow::train

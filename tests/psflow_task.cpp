@@ -1,0 +1,17 @@
+// A plain psflow task for multi-process tests: serves its cluster address until told to stop.
+//   psflow_task --ps_hosts=... --worker_hosts=... --job_name=ps --task_index=0
+#include <iostream>
+
+#include <psflow/psflow.hpp>
+
+int main(int argc, char** argv) {
+  try {
+    const auto flags = psflow::TaskFlags::parse(argc, argv);
+    psflow::Server server(flags.cluster, flags.job_name, flags.task_index);
+    server.join();
+    return 0;
+  } catch (const psflow::Error& e) {
+    std::cerr << "psflow_task: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,131 @@
+// Test support: start real psflow task processes on loopback and always clean them up.
+// Every wait is bounded; a ChildProcess kills (SIGKILL) only the process it started, at the
+// latest in its destructor.
+#pragma once
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <filesystem>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+extern char** environ;
+
+namespace psflow::testing {
+
+class ChildProcess {
+ public:
+  // Starts `argv` with standard output and error sent to files (read them with out()/err()).
+  explicit ChildProcess(std::vector<std::string> argv, std::string log_prefix)
+      : out_path_(log_prefix + ".out"), err_path_(log_prefix + ".err") {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw std::runtime_error("cannot start " + argv[0]);
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      wait_for(std::chrono::seconds(10));
+    }
+  }
+
+  bool running() {
+    if (exited_) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      status_ = status;
+      return false;
+    }
+    return true;
+  }
+
+  // Waits up to `limit` for the process to exit; true when it did.
+  bool wait_for(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (running()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+
+  void kill(int signal = SIGKILL) {
+    if (running()) ::kill(pid_, signal);
+  }
+
+  // Exit code once exited normally; -1 otherwise.
+  int exit_code() const { return exited_ && WIFEXITED(status_) ? WEXITSTATUS(status_) : -1; }
+  bool killed_by_signal() const { return exited_ && WIFSIGNALED(status_); }
+  std::string out() const { return slurp(out_path_); }
+  std::string err() const { return slurp(err_path_); }
+
+ private:
+  static std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  std::string out_path_, err_path_;
+};
+
+// A loopback port that was free a moment ago (bound, read back, released).
+inline unsigned short reserve_port() {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return acceptor.local_endpoint().port();
+}
+
+inline std::string loopback(unsigned short port) { return "127.0.0.1:" + std::to_string(port); }
+
+// A scratch directory for one test, removed by the destructor.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name) {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("psflow-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++)))
+                .string();
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& leaf) const { return path_ + "/" + leaf; }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  std::string path_;
+};
+
+}  // namespace psflow::testing

@@ -1,0 +1,335 @@
+// Checkpoint files: round trips of every dtype, and that every kind of damage (flipped bytes,
+// truncation, lying sizes, garbage) is reported as DataLoss naming the file, never as values.
+#include <zlib.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "psflow/psflow.hpp"
+#include "psflow/train/checkpoint_file.hpp"
+
+using namespace psflow;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory per test, removed afterwards.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static std::atomic<int> counter{0};
+    std::random_device rd;
+    path =
+        fs::temp_directory_path() / ("psflow_test_checkpoint_" + std::to_string(::getpid()) + "_" +
+                                     std::to_string(counter++) + "_" + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
+    return out;
+  }
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+train::CheckpointTensors sample_tensors() {
+  const float inf = std::numeric_limits<float>::infinity();
+  return {
+      {"f32", Tensor::from_vector<float>({1.5f, -0.0f, inf, -2.25f, 1e-30f, 3}, {2, 3})},
+      {"f64_scalar", Tensor(3.141592653589793)},
+      {"i32", Tensor::from_vector<std::int32_t>({std::numeric_limits<std::int32_t>::min(), -1, 0,
+                                                 std::numeric_limits<std::int32_t>::max()})},
+      {"i64", Tensor::from_vector<std::int64_t>({std::numeric_limits<std::int64_t>::min(), 7, 8,
+                                                 std::numeric_limits<std::int64_t>::max()},
+                                                {2, 1, 2})},
+      {"layer1/bool", Tensor::from_vector<bool>({true, false, true})},
+      {"bool_scalar", Tensor(true)},
+      {"empty_f32", Tensor(DType::float32, {0})},
+      {"empty_i64", Tensor(DType::int64, {3, 0})},
+      {"i32_scalar", Tensor(std::int32_t{-42})},
+      {"f64", Tensor::from_vector<double>({0.1, 0.2}, {1, 2})},
+  };
+}
+
+void check_same(const train::CheckpointTensors& got, const train::CheckpointTensors& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("tensor " << want[i].first);
+    CHECK(got[i].first == want[i].first);
+    CHECK(got[i].second.dtype() == want[i].second.dtype());
+    CHECK(got[i].second.shape() == want[i].second.shape());
+    CHECK(got[i].second.equals(want[i].second));
+  }
+}
+
+// Builds checkpoint bytes by hand (with valid checksums unless told otherwise), to check the
+// reader against files that lie in ways a random flip rarely produces.
+struct RawRecord {
+  std::string name;
+  std::uint32_t dtype = 1;
+  std::vector<std::uint64_t> dims;
+  std::uint64_t nbytes = 0;
+  std::string data;
+};
+
+void put32(std::string& s, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void put64(std::string& s, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+std::uint32_t crc(const std::string& s, std::uint32_t init = 0) {
+  return static_cast<std::uint32_t>(
+      ::crc32(init, reinterpret_cast<const Bytef*>(s.data()), static_cast<uInt>(s.size())));
+}
+
+std::string craft(const std::vector<RawRecord>& records, std::optional<std::uint64_t> count = {}) {
+  std::string header = "PSFLOWCK";
+  put32(header, 1);
+  put32(header, 0);
+  put64(header, count.value_or(records.size()));
+  std::string out = header;
+  std::uint32_t index = crc(header);
+  for (const auto& r : records) {
+    std::string meta;
+    put32(meta, static_cast<std::uint32_t>(r.name.size()));
+    meta += r.name;
+    put32(meta, r.dtype);
+    put32(meta, static_cast<std::uint32_t>(r.dims.size()));
+    for (auto d : r.dims) put64(meta, d);
+    put64(meta, r.nbytes);
+    put32(meta, crc(r.data));
+    put32(meta, crc(meta));
+    index = crc(meta, index);
+    out += meta + r.data;
+  }
+  put32(out, index);
+  return out + "PSFLWEND";
+}
+
+// The DataLoss that reading `path` throws (fails the test when it throws anything else).
+std::string data_loss_message(const std::string& path) {
+  try {
+    train::read_checkpoint(path);
+  } catch (const DataLoss& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("expected DataLoss, got: " << e.what());
+  }
+  FAIL("expected DataLoss, the read succeeded");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint files round-trip every dtype, rank-0 and empty tensors") {
+  TempDir dir;
+  const auto path = dir.file("all.psflow");
+  const auto tensors = sample_tensors();
+  train::write_checkpoint(path, tensors);
+  check_same(train::read_checkpoint(path), tensors);
+  // Only the final file is left: the temporary one was renamed.
+  CHECK(dir.entries() == std::vector<std::string>{"all.psflow"});
+}
+
+TEST_CASE("a checkpoint with no tensors round-trips") {
+  TempDir dir;
+  const auto path = dir.file("empty.psflow");
+  train::write_checkpoint(path, {});
+  CHECK(train::read_checkpoint(path).empty());
+}
+
+TEST_CASE("the layout is the documented one") {
+  TempDir dir;
+  const auto path = dir.file("layout.psflow");
+  train::write_checkpoint(path, {{"ab", Tensor::from_vector<std::int32_t>({7, 8})}});
+  RawRecord r{"ab", 3, {2}, 8, std::string("\x07\0\0\0\x08\0\0\0", 8)};
+  CHECK(read_bytes(path) == craft({r}));
+}
+
+TEST_CASE("writing replaces the old file whole") {
+  TempDir dir;
+  const auto path = dir.file("model.psflow");
+  train::write_checkpoint(path, {{"a", Tensor(1.0f)}});
+  train::write_checkpoint(path, {{"b", Tensor(std::int64_t{2})}});
+  const auto got = train::read_checkpoint(path);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].first == "b");
+  CHECK(got[0].second.scalar<std::int64_t>() == 2);
+  CHECK(dir.entries() == std::vector<std::string>{"model.psflow"});
+}
+
+TEST_CASE("a flipped byte anywhere in the file is DataLoss naming the file") {
+  TempDir dir;
+  const auto good = dir.file("good.psflow");
+  train::write_checkpoint(good, sample_tensors());
+  const std::string bytes = read_bytes(good);
+  const auto bad = dir.file("bad.psflow");
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    INFO("flipped byte " << i << " of " << bytes.size());
+    std::string copy = bytes;
+    copy[i] = static_cast<char>(copy[i] ^ 0x5a);
+    write_bytes(bad, copy);
+    CHECK_THAT(data_loss_message(bad), Catch::Contains(bad));
+  }
+}
+
+TEST_CASE("damaged data and a damaged index are each reported as a failed checksum") {
+  TempDir dir;
+  const auto path = dir.file("x.psflow");
+  train::write_checkpoint(path, {{"weights", Tensor::from_vector<float>({1, 2, 3, 4})}});
+  const std::string bytes = read_bytes(path);
+  // header 24 | name len 4 | "weights" 7 | dtype 4 | rank 4 | dim 8 | nbytes 8 | crcs 8 | data 16
+  const std::size_t name_at = 24 + 4, data_at = 24 + 4 + 7 + 4 + 4 + 8 + 8 + 4 + 4;
+  REQUIRE(bytes.size() == data_at + 16 + 12);
+
+  std::string data_flip = bytes;
+  data_flip[data_at + 5] ^= 0x01;
+  write_bytes(path, data_flip);
+  auto message = data_loss_message(path);
+  CHECK_THAT(message, Catch::Contains("data of tensor 'weights'") && Catch::Contains("checksum"));
+
+  std::string index_flip = bytes;
+  index_flip[name_at] = 'W';  // the name: only the record checksum can tell
+  write_bytes(path, index_flip);
+  CHECK_THAT(data_loss_message(path), Catch::Contains("fails its checksum"));
+
+  std::string trailer_flip = bytes;
+  trailer_flip[data_at + 16] ^= 0x10;  // the index checksum itself
+  write_bytes(path, trailer_flip);
+  CHECK_THAT(data_loss_message(path), Catch::Contains("index fails its checksum"));
+}
+
+TEST_CASE("truncation at any offset is DataLoss") {
+  TempDir dir;
+  const auto good = dir.file("good.psflow");
+  train::write_checkpoint(good, sample_tensors());
+  const std::string bytes = read_bytes(good);
+  const auto bad = dir.file("truncated.psflow");
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    INFO("truncated to " << n << " of " << bytes.size() << " bytes");
+    write_bytes(bad, bytes.substr(0, n));
+    CHECK_THAT(data_loss_message(bad), Catch::Contains(bad));
+  }
+}
+
+TEST_CASE("trailing bytes after the trailer are DataLoss") {
+  TempDir dir;
+  const auto path = dir.file("x.psflow");
+  train::write_checkpoint(path, {{"a", Tensor(1.0)}});
+  write_bytes(path, read_bytes(path) + "extra");
+  CHECK_THAT(data_loss_message(path), Catch::Contains("5 unexpected bytes after the trailer"));
+}
+
+TEST_CASE("sizes that claim more than the file holds are rejected before allocating") {
+  TempDir dir;
+  const auto path = dir.file("liar.psflow");
+  const std::uint64_t huge = std::uint64_t{1} << 40;
+  // A consistent record (valid checksums) whose data would be 4 TiB.
+  write_bytes(path, craft({RawRecord{"w", 1, {huge}, 4 * huge, ""}}));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("claims 4398046511104 data bytes"));
+  // A header claiming 2^60 tensors.
+  write_bytes(path, craft({}, std::uint64_t{1} << 60));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("claims 1152921504606846976 tensors"));
+  // A name length of 4 GiB - 1.
+  std::string bytes = craft({RawRecord{"w", 1, {}, 4, "abcd"}});
+  for (int i = 0; i < 4; ++i) bytes[24 + i] = '\xff';
+  write_bytes(path, bytes);
+  CHECK_THAT(data_loss_message(path), Catch::Contains("name of 4294967295 bytes"));
+  // Dimensions whose product overflows 64 bits.
+  write_bytes(path, craft({RawRecord{"w", 1, {huge, huge, huge}, 4, "abcd"}}));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("overflows"));
+}
+
+TEST_CASE("an unknown dtype, a shape that disagrees with the byte count, a bad bool: DataLoss") {
+  TempDir dir;
+  const auto path = dir.file("x.psflow");
+  write_bytes(path, craft({RawRecord{"w", 77, {1}, 4, "abcd"}}));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("unknown dtype code 77"));
+  write_bytes(path, craft({RawRecord{"w", 1, {2}, 4, "abcd"}}));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("needs 8 bytes, the record says 4"));
+  write_bytes(path, craft({RawRecord{"w", 10, {2}, 2, std::string("\x01\x02", 2)}}));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("neither 0 nor 1"));
+  write_bytes(path, craft({RawRecord{"w", 1, {}, 4, "abcd"}, RawRecord{"w", 1, {}, 4, "efgh"}}));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("appears twice"));
+  write_bytes(path, craft({RawRecord{"w", 1, std::vector<std::uint64_t>(65, 1), 4, "abcd"}}));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("rank 65"));
+  std::string version = craft({});
+  version[8] = 2;
+  write_bytes(path, version);
+  CHECK_THAT(data_loss_message(path), Catch::Contains("format version 2"));
+}
+
+TEST_CASE(
+    "garbage and empty files are DataLoss, a missing file NotFound, a directory InvalidArgument") {
+  TempDir dir;
+  const auto path = dir.file("garbage");
+  std::mt19937 rng(7);
+  std::string garbage(1000, '\0');
+  for (auto& c : garbage) c = static_cast<char>(rng());
+  write_bytes(path, garbage);
+  CHECK_THAT(data_loss_message(path), Catch::Contains("not a psflow checkpoint"));
+  write_bytes(path, "model_checkpoint_path: \"model.ckpt-5\"\n");
+  CHECK_THAT(data_loss_message(path), Catch::Contains("not a psflow checkpoint"));
+  write_bytes(path, "PSF");
+  CHECK_THAT(data_loss_message(path), Catch::Contains("truncated"));
+  write_bytes(path, "");
+  CHECK_THAT(data_loss_message(path), Catch::Contains("empty"));
+
+  const auto missing = dir.file("missing.psflow");
+  CHECK_THROWS_AS(train::read_checkpoint(missing), NotFound);
+  CHECK_THROWS_WITH(train::read_checkpoint(missing), Catch::Contains(missing));
+  CHECK_THROWS_AS(train::read_checkpoint(dir.path.string()), InvalidArgument);
+}
+
+TEST_CASE("a failed write is a typed error and leaves no file behind") {
+  TempDir dir;
+  // Into a directory that does not exist.
+  const auto nowhere = dir.file("no/such/dir/x.psflow");
+  CHECK_THROWS_AS(train::write_checkpoint(nowhere, {{"a", Tensor(1.0f)}}), NotFound);
+  CHECK_THROWS_WITH(train::write_checkpoint(nowhere, {{"a", Tensor(1.0f)}}),
+                    Catch::Contains("no/such/dir"));
+  CHECK(dir.entries().empty());
+
+  // Over a path that is a directory: everything is written, then the rename fails.
+  fs::create_directory(dir.path / "taken");
+  fs::create_directory(dir.path / "taken" / "child");
+  CHECK_THROWS_AS(train::write_checkpoint(dir.file("taken"), {{"a", Tensor(1.0f)}}), Error);
+  CHECK(dir.entries() == std::vector<std::string>{"taken"});
+
+  // Bad input: nothing is written and an existing checkpoint keeps its content.
+  const auto path = dir.file("keep.psflow");
+  train::write_checkpoint(path, {{"a", Tensor(1.0f)}});
+  CHECK_THROWS_AS(train::write_checkpoint(path, {{"a", Tensor(1.0f)}, {"a", Tensor(2.0f)}}),
+                  InvalidArgument);
+  CHECK_THROWS_AS(train::write_checkpoint(path, {{"", Tensor(1.0f)}}), InvalidArgument);
+  CHECK_THROWS_AS(train::write_checkpoint(path, {{"e", Tensor()}}), InvalidArgument);
+  const auto kept = train::read_checkpoint(path);
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].second.scalar<float>() == 1.0f);
+  CHECK(dir.entries().size() == 2);
+}

@@ -1,0 +1,387 @@
+// The distributed runtime with real processes on 127.0.0.1: ps tasks run as separate
+// processes (tests/psflow_task.cpp, or the demo itself), workers as Servers in this process.
+// Every wait is bounded; each test kills only the processes it started.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "psflow/psflow.hpp"
+#include "support/child_process.hpp"
+
+using namespace psflow;
+using namespace std::chrono_literals;
+using psflow::testing::ChildProcess;
+using psflow::testing::loopback;
+using psflow::testing::reserve_port;
+using psflow::testing::TempDir;
+
+namespace {
+
+// A cluster of `ps` ps tasks (separate processes) and `workers` worker addresses.
+struct Cluster {
+  std::vector<std::string> ps_hosts, worker_hosts;
+  std::vector<std::unique_ptr<ChildProcess>> ps;
+  TempDir logs{"cluster"};
+
+  Cluster(int num_ps, int num_workers, bool start_ps = true) {
+    for (int i = 0; i < num_ps; ++i) ps_hosts.push_back(loopback(reserve_port()));
+    for (int i = 0; i < num_workers; ++i) worker_hosts.push_back(loopback(reserve_port()));
+    if (start_ps)
+      for (int i = 0; i < num_ps; ++i) start(i);
+  }
+  ClusterSpec spec() const { return ClusterSpec({{"ps", ps_hosts}, {"worker", worker_hosts}}); }
+  static std::string join(const std::vector<std::string>& hosts) {
+    std::string out;
+    for (const auto& h : hosts) out += (out.empty() ? "" : ",") + h;
+    return out;
+  }
+  void start(int i) {
+    if (static_cast<int>(ps.size()) <= i) ps.resize(static_cast<std::size_t>(i + 1));
+    ps[static_cast<std::size_t>(i)] = std::make_unique<ChildProcess>(
+        std::vector<std::string>{PSFLOW_TASK_BINARY, "--ps_hosts=" + join(ps_hosts), "--worker_hosts=" + join(worker_hosts),
+                                 "--job_name=ps", "--task_index=" + std::to_string(i)},
+        logs / ("ps" + std::to_string(i)));
+  }
+  ServerOptions quiet(std::chrono::milliseconds connect_timeout = 10s) const {
+    ServerOptions options;
+    options.connect_timeout = connect_timeout;
+    options.log = false;
+    return options;
+  }
+};
+
+Tensor f32(std::vector<float> values, Shape shape) { return Tensor::from_vector(values, std::move(shape)); }
+
+}  // namespace
+
+TEST_CASE("the seed's graph runs across a ps process and a worker, and the ps stops when told") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  Graph g;
+  Output add, mul, div;
+  Variable w, b;
+  {
+    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    w = get_variable(g, "w", {2, 2}, constant_initializer(2));
+    b = get_variable(g, "b", {2, 2}, constant_initializer(5));
+    add = w + b;
+    mul = w * b;
+    div = w / b;
+  }
+  CHECK(w.device() == "/job:ps/task:0");
+  CHECK(add.device() == "/job:worker/task:0");
+  Session sess(g, worker.target());
+  sess.run(global_variables_initializer(g));
+  for (int i = 0; i < 3; ++i) {
+    auto out = sess.run({add, mul, div});
+    CHECK(out[0].equals(Tensor::filled(7.0f, {2, 2})));
+    CHECK(out[1].equals(Tensor::filled(10.0f, {2, 2})));
+    CHECK(out[2].equals(Tensor::filled(0.4f, {2, 2})));
+  }
+  auto plan = sess.describe({add, mul, div});
+  REQUIRE(plan);
+  CHECK(plan->transfers.size() == 2);  // w/read and b/read, once each per step
+  for (const auto& t : plan->transfers) {
+    CHECK(t.src_device == "/job:ps/replica:0/task:0/device:CPU:0");
+    CHECK(t.dst_device == "/job:worker/replica:0/task:0/device:CPU:0");
+  }
+  CHECK(worker.stop_job("ps") == 1);
+  REQUIRE(cluster.ps[0]->wait_for(10s));
+  CHECK(cluster.ps[0]->exit_code() == 0);
+}
+
+TEST_CASE("2 ps + 2 workers: variables spread over both ps, and one worker's update is seen by the other") {
+  Cluster cluster(2, 2);
+  Server worker0(cluster.spec(), "worker", 0, cluster.quiet());
+  Server worker1(cluster.spec(), "worker", 1, cluster.quiet());
+
+  // Between-graph replication: each worker builds the same model in its own graph.
+  struct Model {
+    Graph g;
+    Variable big, small_a, small_b;
+    Output bump;
+    Model(const ClusterSpec& spec, int task, bool greedy) {
+      train::ReplicaDeviceSetterOptions options{.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = spec};
+      if (greedy) options.ps_strategy = train::greedy_load_balancing_strategy(2);
+      auto placement = g.device(train::replica_device_setter(options));
+      big = get_variable(g, "big", {100, 10}, constant_initializer(1));
+      small_a = get_variable(g, "small_a", {10}, constant_initializer(2));
+      small_b = get_variable(g, "small_b", {10}, constant_initializer(3));
+      bump = small_b.assign_add(ops::constant(g, Tensor::filled(1.0f, {10})));
+    }
+  };
+  SECTION("round robin") {
+    Model m0(cluster.spec(), 0, false), m1(cluster.spec(), 1, false);
+    CHECK(m0.big.device() == "/job:ps/task:0");
+    CHECK(m0.small_a.device() == "/job:ps/task:1");
+    CHECK(m0.small_b.device() == "/job:ps/task:0");
+    Session s0(m0.g, worker0.target()), s1(m1.g, worker1.target());
+    s0.run(global_variables_initializer(m0.g));
+    s1.run({m1.bump});
+    CHECK(s0.run({m0.small_b.value()})[0].equals(Tensor::filled(4.0f, {10})));
+    CHECK(s1.run({m1.big.value()})[0].equals(Tensor::filled(1.0f, {100, 10})));
+  }
+  SECTION("greedy by bytes") {
+    Model m0(cluster.spec(), 0, true), m1(cluster.spec(), 1, true);
+    CHECK(m0.big.device() == "/job:ps/task:0");
+    CHECK(m0.small_a.device() == "/job:ps/task:1");
+    CHECK(m0.small_b.device() == "/job:ps/task:1");  // ps0 already holds 4000 bytes
+    Session s0(m0.g, worker0.target()), s1(m1.g, worker1.target());
+    s0.run(global_variables_initializer(m0.g));
+    s1.run({m1.bump});
+    s1.run({m1.bump});
+    CHECK(s0.run({m0.small_b.value()})[0].equals(Tensor::filled(5.0f, {10})));
+  }
+  worker0.stop_job("ps");
+  for (auto& p : cluster.ps) CHECK(p->wait_for(10s));
+}
+
+TEST_CASE("concurrent assign_add from two workers loses no update") {
+  Cluster cluster(1, 2);
+  Server worker0(cluster.spec(), "worker", 0, cluster.quiet());
+  Server worker1(cluster.spec(), "worker", 1, cluster.quiet());
+  auto build = [&](Graph& g, int task) {
+    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster.spec()}));
+    Variable counter = get_variable(g, "counter", {4}, zeros_initializer(), DType::int64);
+    return std::make_pair(counter, counter.assign_add(ops::constant(g, Tensor::filled(std::int64_t{1}, {4}))));
+  };
+  Graph g0, g1;
+  auto [counter0, bump0] = build(g0, 0);
+  auto [counter1, bump1] = build(g1, 1);
+  Session s0(g0, worker0.target()), s1(g1, worker1.target());
+  s0.run(global_variables_initializer(g0));
+  constexpr int kSteps = 200;
+  std::thread other([&] {
+    for (int i = 0; i < kSteps; ++i) s1.run({}, {}, {bump1.op()});
+  });
+  for (int i = 0; i < kSteps; ++i) s0.run({}, {}, {bump0.op()});
+  other.join();
+  auto value = s0.run({counter0.value()})[0];
+  for (auto v : value.values<std::int64_t>()) CHECK(v == 2 * kSteps);
+  worker0.stop_job("ps");
+}
+
+TEST_CASE("a worker started before its ps waits for it, then runs") {
+  Cluster cluster(1, 1, /*start_ps=*/false);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet(20s));
+  Graph g;
+  Variable v;
+  {
+    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    v = get_variable(g, "v", {3}, constant_initializer(7));
+  }
+  std::thread late_start([&] {
+    std::this_thread::sleep_for(700ms);
+    cluster.start(0);
+  });
+  Session sess(g, worker.target());
+  sess.run(global_variables_initializer(g));  // blocks until the ps is up
+  late_start.join();
+  CHECK(sess.run({v.value()})[0].equals(Tensor::filled(7.0f, {3})));
+  worker.stop_job("ps");
+}
+
+TEST_CASE("a ps killed mid-run gives Unavailable naming it, within the deadline") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet(2s));
+  Graph g;
+  Output doubled;
+  {
+    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    Variable v = get_variable(g, "v", {3}, constant_initializer(1));
+    doubled = v * 2.0;
+  }
+  Session sess(g, worker.target());
+  sess.run(global_variables_initializer(g));
+  CHECK(sess.run({doubled})[0].equals(Tensor::filled(2.0f, {3})));
+  cluster.ps[0]->kill(SIGKILL);
+  REQUIRE(cluster.ps[0]->wait_for(10s));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    sess.run({doubled});
+    FAIL("running against a dead ps must fail");
+  } catch (const Unavailable& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0"));
+    CHECK_THAT(e.what(), Catch::Contains(cluster.ps_hosts[0]));
+  }
+  // Bounded by the 2 s connect deadline (generous slack for a loaded machine).
+  CHECK(std::chrono::steady_clock::now() - start < 30s);
+}
+
+TEST_CASE("garbage on a server's port closes only that connection") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  Graph g;
+  Output doubled;
+  {
+    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    Variable v = get_variable(g, "v", {3}, constant_initializer(1));
+    doubled = v * 2.0;
+  }
+  Session sess(g, worker.target());
+  sess.run(global_variables_initializer(g));
+
+  namespace asio = boost::asio;
+  asio::io_context io;
+  const auto colon = cluster.ps_hosts[0].rfind(':');
+  const asio::ip::tcp::endpoint ps_endpoint(asio::ip::make_address("127.0.0.1"),
+                                            static_cast<unsigned short>(std::stoi(cluster.ps_hosts[0].substr(colon + 1))));
+  auto send_raw = [&](const std::string& bytes) {
+    asio::ip::tcp::socket socket(io);
+    socket.connect(ps_endpoint);
+    boost::system::error_code ec;
+    asio::write(socket, asio::buffer(bytes), ec);
+    // The server either closes on us or waits for more; give it a moment, then hang up.
+    std::this_thread::sleep_for(50ms);
+  };
+  auto header = [](wire::MessageType type, std::uint32_t metadata, std::uint32_t table, std::uint64_t payload,
+                   std::uint32_t tensors) {
+    wire::FrameHeader h;
+    h.type = type;
+    h.metadata_bytes = metadata;
+    h.table_bytes = table;
+    h.payload_bytes = payload;
+    h.tensor_count = tensors;
+    std::string bytes(wire::kHeaderBytes, '\0');
+    wire::encode_header(h, reinterpret_cast<unsigned char*>(bytes.data()));
+    return bytes;
+  };
+  std::mt19937 rng(7);
+  std::string random_bytes(4096, '\0');
+  for (auto& c : random_bytes) c = static_cast<char>(rng());
+  send_raw(random_bytes);                                                              // not a frame at all
+  send_raw(header(wire::MessageType::register_graph, 0xFFFFFFFFu, 0, 0, 0));          // huge metadata
+  send_raw(header(wire::MessageType::tensor, 8, 0, std::uint64_t{1} << 62, 1));          // huge payload
+  {
+    std::string table;
+    table.push_back(static_cast<char>(DType::float32));
+    table.push_back(2);
+    const std::uint64_t dim = std::uint64_t{1} << 40;
+    table.append(reinterpret_cast<const char*>(&dim), 8);
+    table.append(reinterpret_cast<const char*>(&dim), 8);
+    send_raw(header(wire::MessageType::tensor, 0, static_cast<std::uint32_t>(table.size()), 64, 1) + table);  // huge tensor
+  }
+  send_raw(header(wire::MessageType::run_graph, 100, 0, 0, 0) + "truncated");            // truncated frame
+  send_raw(header(wire::MessageType::register_graph, 64, 0, 0, 0) + std::string(64, '\x7f'));  // garbage metadata
+
+  for (int i = 0; i < 3; ++i) CHECK(sess.run({doubled})[0].equals(Tensor::filled(2.0f, {3})));
+  CHECK(cluster.ps[0]->running());
+  CHECK_THAT(cluster.ps[0]->err(), Catch::Contains("closing connection"));
+  worker.stop_job("ps");
+}
+
+TEST_CASE("an error on the ps reaches the worker typed, naming the task and the op") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  Graph g;
+  Output quotient;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    quotient = ops::constant(g, Tensor(std::int32_t{1}), "one") / ops::constant(g, Tensor(std::int32_t{0}), "zero");
+  }
+  Session sess(g, worker.target());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      sess.run({quotient});
+      FAIL("integer division by zero must fail");
+    } catch (const InvalidArgument& e) {
+      CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0") && Catch::Contains("truediv") &&
+                               Catch::Contains("division by zero"));
+    }
+  }
+  // An op asking for a device the cluster does not have is refused before anything runs.
+  Output misplaced;
+  {
+    auto nowhere = g.device("/job:ps/task:5");
+    misplaced = ops::constant(g, Tensor(1.0f), "misplaced") * 2.0;
+  }
+  CHECK_THROWS_WITH(sess.run({misplaced}), Catch::Contains("misplaced") && Catch::Contains("/job:ps/task:5") &&
+                                               Catch::Contains("/job:ps/replica:0/task:0/device:CPU:0"));
+  worker.stop_job("ps");
+}
+
+TEST_CASE("feeds and fetches cross processes: a placeholder on the worker feeds an op on the ps") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  Graph g;
+  Output x = ops::placeholder(g, DType::float32, {-1}, "x");
+  Output on_ps;
+  {
+    auto placement = g.device("/job:ps/task:0");
+    on_ps = ops::square(x) + 1.0;
+  }
+  Session sess(g, worker.target());
+  CHECK(sess.run({on_ps}, {{x, f32({1, 2, 3}, {3})}})[0].equals(f32({2, 5, 10}, {3})));
+  CHECK(sess.run({on_ps}, {{x, f32({4}, {1})}})[0].equals(f32({17}, {1})));
+  CHECK_THROWS_AS(sess.run({on_ps}), InvalidArgument);  // unfed placeholder
+  worker.stop_job("ps");
+}
+
+TEST_CASE("a corrupt checkpoint in the logdir gives DataLoss naming the file") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  TempDir logdir("corrupt");
+  auto build = [&](Graph& g) {
+    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    return get_variable(g, "w", {2, 2}, constant_initializer(2));
+  };
+  {
+    Graph g;
+    build(g);
+    train::SupervisorOptions options;
+    options.logdir = logdir.path();
+    train::Supervisor sv(g, options);
+    sv.managed_session(worker.target());
+  }
+  const auto latest = train::latest_checkpoint(logdir.path());
+  REQUIRE(latest);
+  const std::string file = train::checkpoint_file_path(*latest);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-12, std::ios::end);
+    f.put('\x55');
+  }
+  Graph g;
+  build(g);
+  train::SupervisorOptions options;
+  options.logdir = logdir.path();
+  train::Supervisor sv(g, options);
+  CHECK_THROWS_AS(sv.managed_session(worker.target()), DataLoss);
+  try {
+    train::Supervisor again(g, options);
+    again.managed_session(worker.target());
+  } catch (const DataLoss& e) {
+    CHECK_THAT(e.what(), Catch::Contains(file));
+  }
+  worker.stop_job("ps");
+}
+
+TEST_CASE("the add/mul/div demo: ps and worker processes print the seed's output, then restore") {
+  if (std::string(PSFLOW_DEMO_BINARY).empty()) FAIL("configure with PSFLOW_BUILD_EXAMPLES=ON to run the demo test");
+  TempDir dir("demo");
+  const std::string ps_host = loopback(reserve_port()), worker_host = loopback(reserve_port());
+  std::ifstream expected_file(std::string(PSFLOW_SOURCE_DIR) + "/examples/add_mul_div/expected_output.txt");
+  const std::string expected((std::istreambuf_iterator<char>(expected_file)), std::istreambuf_iterator<char>());
+  auto run_demo = [&](int round) {
+    auto args = [&](const std::string& job) {
+      return std::vector<std::string>{PSFLOW_DEMO_BINARY, "--job_name=" + job, "--ps_hosts=" + ps_host,
+                                      "--worker_hosts=" + worker_host, "--logdir=" + (dir / "simple_log"),
+                                      "--interval_ms=20"};
+    };
+    ChildProcess worker(args("worker"), dir / ("worker" + std::to_string(round)));  // worker first: it waits
+    ChildProcess ps(args("ps"), dir / ("ps" + std::to_string(round)));
+    REQUIRE(worker.wait_for(60s));
+    REQUIRE(ps.wait_for(20s));
+    INFO("worker stderr:\n" << worker.err() << "\nps stderr:\n" << ps.err());
+    CHECK(worker.exit_code() == 0);
+    CHECK(ps.exit_code() == 0);
+    CHECK(worker.out() == expected);
+    return worker.err();
+  };
+  CHECK_THAT(run_demo(1), !Catch::Contains("restoring"));
+  CHECK_THAT(run_demo(2), Catch::Contains("restoring the model from"));
+}
