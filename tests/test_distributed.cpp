@@ -385,3 +385,44 @@ TEST_CASE("the add/mul/div demo: ps and worker processes print the seed's output
   CHECK_THAT(run_demo(1), !Catch::Contains("restoring"));
   CHECK_THAT(run_demo(2), Catch::Contains("restoring the model from"));
 }
+
+TEST_CASE("a server listens on exactly its cluster address: port 0 picks one, a taken port is named") {
+  const std::string taken = loopback(reserve_port());
+  ServerOptions options;
+  options.log = false;
+  Server first(ClusterSpec({{"worker", {taken}}}), "worker", 0, options);
+  CHECK(first.target() == "psflow://" + taken);
+  try {
+    Server second(ClusterSpec({{"worker", {taken}}}), "worker", 0, options);
+    FAIL("a second server on the same port must fail");
+  } catch (const AlreadyExists& e) {
+    CHECK_THAT(e.what(), Catch::Contains(taken));
+  }
+  Server any_port(ClusterSpec({{"worker", {"127.0.0.1:0"}}}), "worker", 0, options);
+  CHECK(any_port.target().rfind("psflow://127.0.0.1:", 0) == 0);
+  CHECK(any_port.target() != "psflow://127.0.0.1:0");
+  CHECK_THROWS_AS(Server(ClusterSpec({{"worker", {taken}}}), "ps", 0, options), NotFound);
+}
+
+TEST_CASE("a session contacts only the tasks its graph uses") {
+  Cluster cluster(2, 1, /*start_ps=*/false);
+  cluster.start(0);  // ps1 is never started
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet(2s));
+  Graph g;
+  Variable on_ps0;
+  Output uses_ps1;
+  {
+    auto ps0 = g.device("/job:ps/task:0");
+    on_ps0 = get_variable(g, "v", {2}, constant_initializer(3));
+  }
+  {
+    auto ps1 = g.device("/job:ps/task:1");
+    uses_ps1 = ops::constant(g, Tensor(1.0f), "elsewhere") + 1.0;
+  }
+  Session sess(g, worker.target());
+  sess.run(global_variables_initializer(g));
+  CHECK(sess.run({on_ps0.value() * 2.0})[0].equals(Tensor::filled(6.0f, {2})));
+  // Only a run that needs ps1 waits for it, and gives up naming it.
+  CHECK_THROWS_WITH(sess.run({uses_ps1}), Catch::Contains("could not reach /job:ps/replica:0/task:1"));
+  worker.stop_job("ps", 1s);
+}

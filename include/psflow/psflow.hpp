@@ -15,3 +15,5 @@
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"
 #include "psflow/observe/explain.hpp"
+#include "psflow/train/hooks.hpp"
+#include "psflow/train/monitored_session.hpp"

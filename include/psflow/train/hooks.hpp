@@ -1,0 +1,214 @@
+// SessionRunHook: code that runs around every MonitoredTrainingSession::run, as in TF:
+// begin() once, after_create_session() each time a session is (re)created, before_run() may
+// add fetches, after_run() sees their values and may request a stop, end() once at the end.
+// Built-in hooks: StopAtStepHook, CheckpointSaverHook, StepCounterHook, LoggingTensorHook.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "psflow/core/tensor_format.hpp"
+#include "psflow/graph/variable.hpp"
+#include "psflow/runtime/session.hpp"
+#include "psflow/train/saver.hpp"
+
+namespace psflow::train {
+
+// What a hook sees of the run in progress.
+class SessionRunContext {
+ public:
+  SessionRunContext(Session& session, const std::vector<Output>& fetches) : session_(session), fetches_(fetches) {}
+  Session& session() const noexcept { return session_; }
+  const std::vector<Output>& original_fetches() const noexcept { return fetches_; }
+  void request_stop() noexcept { stop_requested_ = true; }
+  bool stop_requested() const noexcept { return stop_requested_; }
+
+ private:
+  Session& session_;
+  const std::vector<Output>& fetches_;
+  bool stop_requested_ = false;
+};
+
+struct SessionRunArgs {
+  std::vector<Output> fetches;  // fetched along with the caller's fetches
+};
+
+struct SessionRunValues {
+  std::vector<Tensor> results;  // values of SessionRunArgs::fetches, in order
+};
+
+class SessionRunHook {
+ public:
+  virtual ~SessionRunHook() = default;
+  virtual void begin(Graph&) {}
+  virtual void after_create_session(Session&) {}
+  virtual SessionRunArgs before_run(SessionRunContext&) { return {}; }
+  virtual void after_run(SessionRunContext&, const SessionRunValues&) {}
+  virtual void end(Session&) {}
+};
+
+namespace detail {
+
+inline Variable require_global_step(Graph& graph, const char* hook) {
+  auto step = find_variable(graph, "global_step");
+  if (!step)
+    throw FailedPrecondition(std::string(hook) +
+                             " needs a global step: call train::get_or_create_global_step(graph) "
+                             "and pass it to minimize()/apply_gradients()");
+  return *step;
+}
+
+inline std::int64_t step_value(const Tensor& t) {
+  return t.dtype() == DType::int32 ? t.scalar<std::int32_t>() : t.scalar<std::int64_t>();
+}
+
+// Stops once the global step (shared by every worker) reaches last_step.
+class StopAtStep : public SessionRunHook {
+ public:
+  StopAtStep(std::optional<std::int64_t> last_step, std::optional<std::int64_t> num_steps)
+      : last_step_(last_step), num_steps_(num_steps) {
+    if (!!last_step == !!num_steps) throw InvalidArgument("StopAtStepHook: give exactly one of last_step and num_steps");
+  }
+  void begin(Graph& graph) override { global_step_ = require_global_step(graph, "StopAtStepHook").value(); }
+  void after_create_session(Session& sess) override {
+    if (num_steps_ && !last_step_) last_step_ = step_value(sess.run({global_step_})[0]) + *num_steps_;
+  }
+  SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
+  void after_run(SessionRunContext& ctx, const SessionRunValues& values) override {
+    // As TF: the fetched value may predate this step's increment, so check again when close.
+    if (step_value(values.results[0]) + 1 >= *last_step_ &&
+        step_value(ctx.session().run({global_step_})[0]) >= *last_step_)
+      ctx.request_stop();
+  }
+
+ private:
+  std::optional<std::int64_t> last_step_, num_steps_;
+  Output global_step_;
+};
+
+class StepCounter : public SessionRunHook {
+ public:
+  explicit StepCounter(std::int64_t every_n_steps) : every_(every_n_steps) {}
+  void begin(Graph& graph) override { global_step_ = require_global_step(graph, "StepCounterHook").value(); }
+  SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
+  void after_run(SessionRunContext&, const SessionRunValues& values) override {
+    const std::int64_t step = step_value(values.results[0]);
+    const auto now = std::chrono::steady_clock::now();
+    if (!last_step_) {
+      last_step_ = step;
+      last_time_ = now;
+      return;
+    }
+    if (step - *last_step_ < every_) return;
+    const double seconds = std::chrono::duration<double>(now - last_time_).count();
+    if (seconds > 0) {
+      rate_ = static_cast<double>(step - *last_step_) / seconds;
+      std::fprintf(stderr, "[psflow] global_step/sec: %.4g (global step %lld)\n", rate_, static_cast<long long>(step));
+    }
+    last_step_ = step;
+    last_time_ = now;
+  }
+  double last_rate() const noexcept { return rate_; }
+
+ private:
+  std::int64_t every_;
+  Output global_step_;
+  std::optional<std::int64_t> last_step_;
+  std::chrono::steady_clock::time_point last_time_;
+  double rate_ = 0;
+};
+
+class LoggingTensors : public SessionRunHook {
+ public:
+  LoggingTensors(std::vector<Output> tensors, std::int64_t every_n_steps)
+      : tensors_(std::move(tensors)), every_(every_n_steps) {
+    if (every_ <= 0) throw InvalidArgument("LoggingTensorHook: every_n_steps must be positive");
+  }
+  SessionRunArgs before_run(SessionRunContext&) override {
+    return {(count_++ % every_ == 0) ? tensors_ : std::vector<Output>{}};
+  }
+  void after_run(SessionRunContext&, const SessionRunValues& values) override {
+    if (values.results.empty()) return;
+    std::ostringstream line;
+    for (std::size_t i = 0; i < tensors_.size(); ++i)
+      line << (i ? ", " : "") << tensors_[i].name() << " = " << values.results[i];
+    std::fprintf(stderr, "[psflow] %s\n", line.str().c_str());
+  }
+
+ private:
+  std::vector<Output> tensors_;
+  std::int64_t every_;
+  std::int64_t count_ = 0;
+};
+
+}  // namespace detail
+
+// Saves "<checkpoint_dir>/model.ckpt-<global step>" when a session is created, every
+// save_secs seconds or save_steps global steps, and at the end.
+class CheckpointSaverHook : public SessionRunHook {
+ public:
+  CheckpointSaverHook(std::string checkpoint_dir, std::optional<double> save_secs,
+                      std::optional<std::int64_t> save_steps, std::size_t max_to_keep = 5)
+      : dir_(std::move(checkpoint_dir)), save_secs_(save_secs), save_steps_(save_steps), max_to_keep_(max_to_keep) {}
+
+  void begin(Graph& graph) override {
+    global_step_ = detail::require_global_step(graph, "CheckpointSaverHook").value();
+    saver_ = std::make_unique<Saver>(graph, max_to_keep_);
+  }
+  void after_create_session(Session& sess) override { save(sess); }
+  SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
+  void after_run(SessionRunContext& ctx, const SessionRunValues& values) override {
+    const std::int64_t step = detail::step_value(values.results[0]);
+    const bool by_steps = save_steps_ && step - last_saved_step_ >= *save_steps_;
+    const bool by_time = save_secs_ && std::chrono::steady_clock::now() - last_saved_time_ >=
+                                           std::chrono::duration<double>(*save_secs_);
+    if (by_steps || by_time) save(ctx.session());
+  }
+  void end(Session& sess) override { save(sess); }
+  const std::string& last_saved() const noexcept { return last_path_; }
+
+ private:
+  void save(Session& sess) {
+    std::filesystem::create_directories(dir_);
+    const std::int64_t step = detail::step_value(sess.run({global_step_})[0]);
+    last_path_ = saver_->save(sess, dir_ + "/model.ckpt", step);
+    last_saved_step_ = step;
+    last_saved_time_ = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "[psflow] saved checkpoint %s\n", last_path_.c_str());
+  }
+
+  std::string dir_;
+  std::optional<double> save_secs_;
+  std::optional<std::int64_t> save_steps_;
+  std::size_t max_to_keep_;
+  Output global_step_;
+  std::unique_ptr<Saver> saver_;
+  std::int64_t last_saved_step_ = 0;
+  std::chrono::steady_clock::time_point last_saved_time_;
+  std::string last_path_;
+};
+
+// Requests a stop when the global step reaches last_step (shared by all workers).
+inline std::shared_ptr<SessionRunHook> StopAtStepHook(std::int64_t last_step) {
+  return std::make_shared<detail::StopAtStep>(last_step, std::nullopt);
+}
+// Requests a stop after num_steps more global steps, counted from session creation.
+inline std::shared_ptr<SessionRunHook> StopAfterStepsHook(std::int64_t num_steps) {
+  return std::make_shared<detail::StopAtStep>(std::nullopt, num_steps);
+}
+// Logs global steps/sec every `every_n_steps` global steps.
+inline std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n_steps = 100) {
+  return std::make_shared<detail::StepCounter>(every_n_steps);
+}
+// Logs the values of `tensors` every `every_n_steps` runs.
+inline std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors, std::int64_t every_n_steps) {
+  return std::make_shared<detail::LoggingTensors>(std::move(tensors), every_n_steps);
+}
+
+}  // namespace psflow::train

@@ -1,0 +1,208 @@
+// MonitoredTrainingSession: TF's training-loop session. It creates the Session, makes the model
+// ready (the chief restores the latest checkpoint in checkpoint_dir or runs the initializer; a
+// non-chief waits, polling every recovery_wait_secs and saying what it waits for, until the
+// chief has done so), runs hooks around every run, and when a run fails with Aborted or
+// Unavailable (a ps restarted or went away) it closes the session, makes a new one ready again
+// and retries, logging why, until recovery_deadline_secs pass without success.
+//
+// Not thread-safe: one training loop per MonitoredTrainingSession.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "psflow/train/hooks.hpp"
+#include "psflow/train/saver.hpp"
+#include "psflow/train/supervisor.hpp"
+
+namespace psflow::train {
+
+struct MonitoredTrainingSessionOptions {
+  std::string master;                  // Server::target(), "" for in-process
+  bool is_chief = true;
+  std::string checkpoint_dir;          // "": no checkpoints
+  std::vector<std::shared_ptr<SessionRunHook>> hooks;
+  std::vector<std::shared_ptr<SessionRunHook>> chief_only_hooks;
+  std::optional<double> save_checkpoint_secs = 600;   // chief with checkpoint_dir
+  std::optional<std::int64_t> save_checkpoint_steps;  // chief with checkpoint_dir
+  std::size_t max_checkpoints_to_keep = 5;
+  std::int64_t log_step_count_steps = 100;  // chief: logs global_step/sec (0: never)
+  double recovery_wait_secs = 1;            // non-chief poll interval (TF: 30 s)
+  double ready_deadline_secs = 300;         // non-chief: give up waiting for the chief
+  double recovery_deadline_secs = 300;      // give up re-creating the session after failures
+  Operation init_op;                        // empty: global_variables_initializer(graph)
+  SessionOptions session_options;
+};
+
+class MonitoredTrainingSession {
+ public:
+  MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options)
+      : graph_(graph), options_(std::move(options)), hooks_(options_.hooks) {
+    if (options_.is_chief) {
+      hooks_.insert(hooks_.end(), options_.chief_only_hooks.begin(), options_.chief_only_hooks.end());
+      if (find_variable(graph_, "global_step")) {
+        if (options_.log_step_count_steps > 0) hooks_.push_back(StepCounterHook(options_.log_step_count_steps));
+        if (!options_.checkpoint_dir.empty() && (options_.save_checkpoint_secs || options_.save_checkpoint_steps))
+          hooks_.push_back(std::make_shared<CheckpointSaverHook>(options_.checkpoint_dir, options_.save_checkpoint_secs,
+                                                                 options_.save_checkpoint_steps,
+                                                                 options_.max_checkpoints_to_keep));
+      }
+    }
+    init_op_ = options_.init_op.valid() ? options_.init_op : global_variables_initializer(graph_);
+    readiness_ = ReadinessCheck(global_variables(graph_));
+    if (options_.is_chief && !options_.checkpoint_dir.empty()) saver_ = std::make_unique<Saver>(graph_, options_.max_checkpoints_to_keep);
+    for (auto& hook : hooks_) hook->begin(graph_);
+    create_session_with_retries(Status(ErrorCode::ok, ""));
+  }
+
+  MonitoredTrainingSession(const MonitoredTrainingSession&) = delete;
+  MonitoredTrainingSession& operator=(const MonitoredTrainingSession&) = delete;
+  ~MonitoredTrainingSession() {
+    try {
+      close();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[psflow] MonitoredTrainingSession: closing failed: %s\n", e.what());
+    }
+  }
+
+  bool should_stop() const noexcept { return stop_requested_ || closed_; }
+
+  // Runs fetches/targets with the hooks; on Aborted/Unavailable re-creates the session and
+  // retries (bounded by recovery_deadline_secs). Other errors propagate.
+  std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds = {},
+                          const std::vector<Operation>& targets = {}) {
+    if (closed_) throw FailedPrecondition("this MonitoredTrainingSession is closed");
+    const auto started = std::chrono::steady_clock::now();
+    for (;;) {
+      try {
+        return run_once(fetches, feeds, targets);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::aborted && e.code() != ErrorCode::unavailable) throw;
+        if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs)) throw;
+        log("run failed (" + std::string(e.what()) + "); re-creating the session and retrying");
+        create_session_with_retries(Status(e.code(), e.message()));
+      }
+    }
+  }
+  void run(const Operation& target, const FeedMap& feeds = {}) { run({}, feeds, {target}); }
+
+  // Ends the hooks (a final checkpoint on the chief) and closes the session.
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    if (session_) {
+      for (auto& hook : hooks_) hook->end(*session_);
+      session_->close();
+    }
+  }
+
+  // The underlying session (valid until the next recovery).
+  Session& raw_session() {
+    if (!session_) throw FailedPrecondition("no session");
+    return *session_;
+  }
+
+ private:
+  static std::chrono::duration<double> seconds(double s) { return std::chrono::duration<double>(s); }
+  void log(const std::string& line) const {
+    std::fprintf(stderr, "[psflow] MonitoredTrainingSession%s: %s\n", options_.is_chief ? " (chief)" : "", line.c_str());
+  }
+
+  std::vector<Tensor> run_once(const std::vector<Output>& fetches, const FeedMap& feeds,
+                               const std::vector<Operation>& targets) {
+    SessionRunContext context(*session_, fetches);
+    std::vector<SessionRunArgs> extra;
+    std::vector<Output> all = fetches;
+    for (auto& hook : hooks_) {
+      extra.push_back(hook->before_run(context));
+      all.insert(all.end(), extra.back().fetches.begin(), extra.back().fetches.end());
+    }
+    std::vector<Tensor> results = session_->run(all, feeds, targets);
+    std::size_t offset = fetches.size();
+    for (std::size_t i = 0; i < hooks_.size(); ++i) {
+      SessionRunValues values;
+      for (std::size_t j = 0; j < extra[i].fetches.size(); ++j) values.results.push_back(results[offset + j]);
+      offset += extra[i].fetches.size();
+      hooks_[i]->after_run(context, values);
+    }
+    if (context.stop_requested()) stop_requested_ = true;
+    results.resize(fetches.size());
+    return results;
+  }
+
+  // Creates a session and makes the model ready, retrying on Aborted/Unavailable until the
+  // recovery deadline.
+  void create_session_with_retries(const Status& why) {
+    const auto started = std::chrono::steady_clock::now();
+    Status last = why;
+    for (int attempt = 0;; ++attempt) {
+      try {
+        if (session_) session_->close();
+        session_ = std::make_unique<Session>(graph_, options_.master, options_.session_options);
+        prepare(*session_);
+        for (auto& hook : hooks_) hook->after_create_session(*session_);
+        return;
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::aborted && e.code() != ErrorCode::unavailable) throw;
+        last = Status(e.code(), e.message());
+        if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs)) throw;
+        if (attempt == 0 || attempt % 10 == 0) log("cannot create a session yet (" + std::string(e.what()) + "); retrying");
+        std::this_thread::sleep_for(seconds(options_.recovery_wait_secs));
+      }
+    }
+  }
+
+  // Chief: restore the latest checkpoint or initialize. Others: wait until the chief has.
+  void prepare(Session& sess) {
+    if (options_.is_chief) {
+      std::optional<std::string> checkpoint;
+      if (!options_.checkpoint_dir.empty()) checkpoint = latest_checkpoint(options_.checkpoint_dir);
+      if (checkpoint) {
+        log("restoring " + *checkpoint);
+        saver_->restore(sess, *checkpoint);
+      } else {
+        sess.run(init_op_);
+      }
+      auto missing = readiness_.uninitialized(sess);
+      if (!missing.empty())
+        throw FailedPrecondition("the model is not ready after initialization: " + missing.front() +
+                                 " is still uninitialized (does init_op cover every variable?)");
+      return;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    auto last_log = started - std::chrono::hours(1);
+    for (;;) {
+      auto missing = readiness_.uninitialized(sess);
+      if (missing.empty()) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - started > seconds(options_.ready_deadline_secs))
+        throw DeadlineExceeded("waited " + std::to_string(static_cast<int>(options_.ready_deadline_secs)) +
+                               " s for the chief to initialize the model; still uninitialized: " + missing.front() +
+                               (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : "") +
+                               ". Is the chief (worker task 0) running?");
+      if (now - last_log > std::chrono::seconds(5)) {
+        log("waiting for the chief to initialize the model (" + missing.front() +
+            (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : "") + " uninitialized)");
+        last_log = now;
+      }
+      std::this_thread::sleep_for(seconds(options_.recovery_wait_secs));
+    }
+  }
+
+  Graph& graph_;
+  MonitoredTrainingSessionOptions options_;
+  std::vector<std::shared_ptr<SessionRunHook>> hooks_;
+  Operation init_op_;
+  ReadinessCheck readiness_;
+  std::unique_ptr<Saver> saver_;
+  std::unique_ptr<Session> session_;
+  bool stop_requested_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace psflow::train

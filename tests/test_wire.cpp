@@ -1,0 +1,151 @@
+// The wire format: header and tensor-table validation, message round trips, and that no byte
+// sequence makes decoding crash or allocate past the limits (only DataLoss comes out).
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "psflow/distributed/messages.hpp"
+#include "psflow/graph.hpp"
+
+using namespace psflow;
+
+namespace {
+std::string header_bytes(const wire::FrameHeader& h) {
+  std::string out(wire::kHeaderBytes, '\0');
+  wire::encode_header(h, reinterpret_cast<unsigned char*>(out.data()));
+  return out;
+}
+wire::FrameHeader decode(const std::string& bytes, const wire::WireLimits& limits = {}) {
+  return wire::decode_header(reinterpret_cast<const unsigned char*>(bytes.data()), limits);
+}
+}  // namespace
+
+TEST_CASE("a frame header round-trips, and bad headers are DataLoss") {
+  wire::FrameHeader h;
+  h.type = wire::MessageType::run_graph;
+  h.request_id = 0x1122334455667788ull;
+  h.metadata_bytes = 17;
+  h.table_bytes = 18;
+  h.payload_bytes = 4096;
+  h.tensor_count = 1;
+  const auto back = decode(header_bytes(h));
+  CHECK(back.type == h.type);
+  CHECK(back.request_id == h.request_id);
+  CHECK(back.metadata_bytes == 17);
+  CHECK(back.table_bytes == 18);
+  CHECK(back.payload_bytes == 4096);
+
+  auto bad = header_bytes(h);
+  bad[0] = 'X';
+  CHECK_THROWS_WITH(decode(bad), Catch::Contains("bad magic"));
+  wire::FrameHeader v = h;
+  v.version = 9;
+  CHECK_THROWS_WITH(decode(header_bytes(v)), Catch::Contains("version"));
+  wire::FrameHeader t = h;
+  t.type = static_cast<wire::MessageType>(77);
+  CHECK_THROWS_AS(decode(header_bytes(t)), DataLoss);
+  wire::WireLimits small;
+  small.max_metadata_bytes = 16;
+  CHECK_THROWS_WITH(decode(header_bytes(h), small), Catch::Contains("metadata"));
+  small = {};
+  small.max_frame_bytes = 1000;
+  CHECK_THROWS_WITH(decode(header_bytes(h), small), Catch::Contains("payload"));
+}
+
+TEST_CASE("the tensor table describes tensors, and claims beyond the limits are refused before allocating") {
+  std::vector<Tensor> tensors = {Tensor(DType::float32, {2, 3}), Tensor(std::int64_t{5}), Tensor(DType::boolean, {0})};
+  const std::string table = wire::encode_tensor_table(tensors);
+  wire::FrameHeader h;
+  h.tensor_count = 3;
+  h.table_bytes = static_cast<std::uint32_t>(table.size());
+  h.payload_bytes = 24 + 8;
+  auto allocated = wire::allocate_from_table(table, h, {});
+  REQUIRE(allocated.size() == 3);
+  CHECK(allocated[0].summary() == "float32[2,3]");
+  CHECK(allocated[1].summary() == "int64[]");
+  CHECK(allocated[2].summary() == "bool[0]");
+
+  wire::FrameHeader wrong_total = h;
+  wrong_total.payload_bytes = 31;
+  CHECK_THROWS_AS(wire::allocate_from_table(table, wrong_total, {}), DataLoss);
+  CHECK_THROWS_AS(wire::allocate_from_table(table.substr(0, table.size() - 3), h, {}), DataLoss);
+
+  wire::WireLimits limits;
+  limits.max_tensor_bytes = 16;
+  CHECK_THROWS_WITH(wire::allocate_from_table(table, h, limits), Catch::Contains("limit"));
+
+  std::string huge;
+  huge.push_back(static_cast<char>(DType::float64));
+  huge.push_back(3);
+  for (int i = 0; i < 3; ++i) {
+    const std::uint64_t dim = std::uint64_t{1} << 30;
+    huge.append(reinterpret_cast<const char*>(&dim), 8);
+  }
+  wire::FrameHeader hh;
+  hh.tensor_count = 1;
+  hh.table_bytes = static_cast<std::uint32_t>(huge.size());
+  hh.payload_bytes = 64;
+  CHECK_THROWS_AS(wire::allocate_from_table(huge, hh, {}), DataLoss);
+  std::string unknown_dtype = table;
+  unknown_dtype[0] = 42;
+  CHECK_THROWS_WITH(wire::allocate_from_table(unknown_dtype, h, {}), Catch::Contains("unknown dtype"));
+}
+
+TEST_CASE("a GraphDef with every attribute kind survives encoding") {
+  Graph g;
+  Output x = ops::placeholder(g, DType::float32, {-1, 3}, "x");
+  Output c = ops::constant(g, Tensor::from_vector<float>({1, 2, 3}), "c");
+  Output y = ops::reduce_sum(x * c, {1}, true);
+  wire::RegisterGraph message;
+  for (std::size_t i = 0; i < g.num_nodes(); ++i) message.graph.nodes.push_back(to_node_def(g, static_cast<int>(i)));
+  message.graph.nodes.back().device = "/job:ps/replica:0/task:0/device:CPU:0";
+  const auto back = wire::decode<wire::RegisterGraph>(wire::encode(message), "register_graph");
+  REQUIRE(back.graph.nodes.size() == message.graph.nodes.size());
+  for (std::size_t i = 0; i < back.graph.nodes.size(); ++i) {
+    const auto& a = message.graph.nodes[i];
+    const auto& b = back.graph.nodes[i];
+    CHECK(a.name == b.name);
+    CHECK(a.op == b.op);
+    CHECK(a.inputs == b.inputs);
+    CHECK(a.device == b.device);
+    REQUIRE(a.attrs.size() == b.attrs.size());
+    for (const auto& [key, value] : a.attrs) {
+      const auto& other = b.attrs.at(key);
+      if (auto t = std::get_if<Tensor>(&value)) CHECK(t->equals(std::get<Tensor>(other)));
+      else CHECK(value.index() == other.index());
+    }
+  }
+  Graph imported;
+  import_graph_def(imported, back.graph);
+  CHECK(imported.operation(y.op().name()).output(0).shape() == PartialShape::of({-1, 1}));
+}
+
+TEST_CASE("decoding random and mutated bytes gives a message or DataLoss, never a crash") {
+  wire::RunGraph run{"graph-7", 42, 99};
+  const std::string valid = wire::encode(run);
+  CHECK(wire::decode<wire::RunGraph>(valid, "run_graph").handle == "graph-7");
+  CHECK_THROWS_WITH(wire::decode<wire::RunGraph>(valid + "x", "run_graph"), Catch::Contains("trailing"));
+  std::mt19937 rng(1);
+  int rejected = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string bytes = valid;
+    if (i % 2 == 0) {
+      bytes.assign(rng() % 64, '\0');
+      for (auto& ch : bytes) ch = static_cast<char>(rng());
+    } else {
+      bytes[rng() % bytes.size()] = static_cast<char>(rng());
+    }
+    try {
+      (void)wire::decode<wire::RegisterGraph>(bytes, "register_graph");
+      (void)wire::decode<wire::RunGraph>(bytes, "run_graph");
+    } catch (const DataLoss&) {
+      ++rejected;
+    }
+  }
+  CHECK(rejected > 0);
+  // A count claiming more elements than bytes remain is refused before reserving memory.
+  std::string lying = wire::encode(wire::Handle{"abc"});
+  const std::uint64_t huge = std::uint64_t{1} << 60;
+  std::memcpy(lying.data(), &huge, sizeof huge);
+  CHECK_THROWS_WITH(wire::decode<wire::Handle>(lying, "handle"), Catch::Contains("claims"));
+}
