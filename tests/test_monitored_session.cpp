@@ -1,0 +1,164 @@
+// MonitoredTrainingSession with real ps processes: hooks, a shared stop step, a non-chief
+// waiting for the chief, and recovery when the ps is killed and restarted.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "psflow/psflow.hpp"
+#include "psflow/train/global_step.hpp"
+#include "support/child_process.hpp"
+
+using namespace psflow;
+using namespace std::chrono_literals;
+using psflow::testing::ChildProcess;
+using psflow::testing::loopback;
+using psflow::testing::reserve_port;
+using psflow::testing::TempDir;
+
+namespace {
+
+struct PsCluster {
+  std::string ps_host = loopback(reserve_port());
+  std::vector<std::string> worker_hosts;
+  std::unique_ptr<ChildProcess> ps;
+  TempDir logs{"mts"};
+  explicit PsCluster(int workers) {
+    for (int i = 0; i < workers; ++i) worker_hosts.push_back(loopback(reserve_port()));
+    start_ps();
+  }
+  ClusterSpec spec() const { return ClusterSpec({{"ps", {ps_host}}, {"worker", worker_hosts}}); }
+  void start_ps() {
+    std::string workers;
+    for (const auto& w : worker_hosts) workers += (workers.empty() ? "" : ",") + w;
+    ps = std::make_unique<ChildProcess>(std::vector<std::string>{PSFLOW_TASK_BINARY, "--ps_hosts=" + ps_host,
+                                                                 "--worker_hosts=" + workers, "--job_name=ps", "--task_index=0"},
+                                        logs / "ps");
+  }
+  ServerOptions options() const {
+    ServerOptions o;
+    o.connect_timeout = 10s;
+    o.log = false;
+    return o;
+  }
+};
+
+// A "model" whose training step adds 1 to w and to the global step.
+struct CounterModel {
+  Graph g;
+  Variable global_step, w;
+  Operation train_op;
+  CounterModel(const ClusterSpec& cluster, int task) {
+    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster}));
+    global_step = train::get_or_create_global_step(g);
+    w = get_variable(g, "w", {2}, zeros_initializer());
+    Output add_w = w.assign_add(ops::constant(g, Tensor::filled(1.0f, {2})));
+    Output add_step = global_step.assign_add(ops::constant(g, Tensor(std::int64_t{1})));
+    train_op = ops::group({add_w.op(), add_step.op()}, "train");
+  }
+};
+
+train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool chief, std::int64_t last_step) {
+  train::MonitoredTrainingSessionOptions o;
+  o.master = server.target();
+  o.is_chief = chief;
+  o.hooks = {train::StopAtStepHook(last_step)};
+  o.log_step_count_steps = 0;
+  o.recovery_wait_secs = 0.1;
+  o.ready_deadline_secs = 30;
+  o.recovery_deadline_secs = 30;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("StopAtStepHook stops every worker at the shared global step") {
+  PsCluster cluster(2);
+  Server w0(cluster.spec(), "worker", 0, cluster.options()), w1(cluster.spec(), "worker", 1, cluster.options());
+  CounterModel m0(cluster.spec(), 0), m1(cluster.spec(), 1);
+  train::MonitoredTrainingSession chief(m0.g, mts_options(w0, true, 60));
+  std::atomic<int> other_steps{0};
+  std::thread other([&] {
+    train::MonitoredTrainingSession sess(m1.g, mts_options(w1, false, 60));
+    while (!sess.should_stop()) {
+      sess.run(m1.train_op);
+      ++other_steps;
+    }
+  });
+  int chief_steps = 0;
+  while (!chief.should_stop()) {
+    chief.run(m0.train_op);
+    ++chief_steps;
+  }
+  other.join();
+  const auto step = chief.raw_session().run({m0.global_step.value()})[0].scalar<std::int64_t>();
+  CHECK(step >= 60);
+  CHECK(step <= 62);  // each worker may finish the step it was in
+  CHECK(chief_steps + other_steps.load() == step);
+  w0.stop_job("ps");
+}
+
+TEST_CASE("a non-chief started before the chief waits, then trains") {
+  PsCluster cluster(2);
+  Server w0(cluster.spec(), "worker", 0, cluster.options()), w1(cluster.spec(), "worker", 1, cluster.options());
+  CounterModel m0(cluster.spec(), 0), m1(cluster.spec(), 1);
+  std::atomic<bool> non_chief_ready{false};
+  std::int64_t seen_by_non_chief = -1;
+  std::thread non_chief([&] {
+    train::MonitoredTrainingSession sess(m1.g, mts_options(w1, false, 1000));  // waits for the chief
+    non_chief_ready = true;
+    sess.run(m1.train_op);
+    seen_by_non_chief = sess.raw_session().run({m1.w.value()})[0].values<float>()[0];
+  });
+  std::this_thread::sleep_for(500ms);
+  CHECK_FALSE(non_chief_ready.load());
+  train::MonitoredTrainingSession chief(m0.g, mts_options(w0, true, 1000));
+  non_chief.join();
+  CHECK(non_chief_ready.load());
+  CHECK(seen_by_non_chief >= 1);
+  w0.stop_job("ps");
+}
+
+TEST_CASE("a non-chief whose chief never comes gives up with DeadlineExceeded naming a variable") {
+  PsCluster cluster(2);
+  Server w1(cluster.spec(), "worker", 1, cluster.options());
+  CounterModel m1(cluster.spec(), 1);
+  auto options = mts_options(w1, false, 10);
+  options.ready_deadline_secs = 1;
+  CHECK_THROWS_WITH(train::MonitoredTrainingSession(m1.g, options),
+                    Catch::Contains("global_step") || Catch::Contains("w"));
+  w1.stop_job("ps");
+}
+
+TEST_CASE("after the ps is killed and restarted, the chief restores its checkpoint and training continues") {
+  PsCluster cluster(1);
+  TempDir checkpoints("mts-ckpt");
+  Server w0(cluster.spec(), "worker", 0, cluster.options());
+  CounterModel m0(cluster.spec(), 0);
+  auto options = mts_options(w0, true, 40);
+  options.checkpoint_dir = checkpoints.path();
+  options.save_checkpoint_steps = 5;
+  options.save_checkpoint_secs.reset();
+  train::MonitoredTrainingSession chief(m0.g, options);
+  for (int i = 0; i < 20; ++i) chief.run(m0.train_op);
+  const auto saved = train::latest_checkpoint(checkpoints.path());
+  REQUIRE(saved);
+
+  cluster.ps->kill(SIGKILL);
+  REQUIRE(cluster.ps->wait_for(10s));
+  std::thread restart([&] {
+    std::this_thread::sleep_for(300ms);
+    cluster.start_ps();
+  });
+  chief.run(m0.train_op);  // fails, re-creates the session (restoring), retries
+  restart.join();
+  auto values = chief.raw_session().run({m0.global_step.value(), m0.w.value()});
+  const auto step = values[0].scalar<std::int64_t>();
+  CHECK(step >= 16);  // resumed from a checkpoint at step >= 15, plus the retried step
+  CHECK(step <= 21);
+  // w moved in lockstep with the global step, also through the restore.
+  CHECK(values[1].values<float>()[0] == static_cast<float>(step));
+  while (!chief.should_stop()) chief.run(m0.train_op);
+  CHECK(chief.raw_session().run({m0.global_step.value()})[0].scalar<std::int64_t>() >= 40);
+  chief.close();
+  w0.stop_job("ps");
+}
