@@ -7,6 +7,7 @@
 #include "psflow/core/tensor.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/control_ops.hpp"
+#include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/graph.hpp"
 #include "psflow/graph/is_variable_initialized.hpp"
 #include "psflow/graph/math_ops.hpp"

@@ -17,3 +17,5 @@
 #include "psflow/observe/explain.hpp"
 #include "psflow/train/hooks.hpp"
 #include "psflow/train/monitored_session.hpp"
+#include "psflow/train/gradients.hpp"
+#include "psflow/train/global_step.hpp"

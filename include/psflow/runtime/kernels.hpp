@@ -10,3 +10,4 @@
 #include "psflow/runtime/kernels/state_kernels.hpp"
 #include "psflow/runtime/kernels/sendrecv.hpp"
 #include "psflow/runtime/kernels/is_variable_initialized_kernel.hpp"
+#include "psflow/runtime/kernels/grad_kernels.hpp"
