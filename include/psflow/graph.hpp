@@ -14,4 +14,6 @@
 #include "psflow/graph/nn_ops.hpp"
 #include "psflow/graph/random_ops.hpp"
 #include "psflow/graph/state_ops.hpp"
+#include "psflow/graph/sync_ops.hpp"
+#include "psflow/graph/training_ops.hpp"
 #include "psflow/graph/variable.hpp"

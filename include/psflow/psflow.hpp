@@ -19,3 +19,4 @@
 #include "psflow/train/monitored_session.hpp"
 #include "psflow/train/gradients.hpp"
 #include "psflow/train/global_step.hpp"
+#include "psflow/train/sync_replicas_optimizer.hpp"

@@ -24,6 +24,7 @@ enum class ErrorCode {
   deadline_exceeded,
   data_loss,
   internal,
+  out_of_range,  // an input ran out, e.g. a closed queue: the normal end of a loop (TF's OutOfRange)
 };
 
 inline std::string_view error_code_name(ErrorCode code) {
@@ -38,6 +39,7 @@ inline std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::deadline_exceeded: return "DeadlineExceeded";
     case ErrorCode::data_loss: return "DataLoss";
     case ErrorCode::internal: return "Internal";
+    case ErrorCode::out_of_range: return "OutOfRange";
   }
   return "Unknown";
 }
@@ -71,6 +73,7 @@ PSFLOW_DEFINE_ERROR(Aborted, aborted)
 PSFLOW_DEFINE_ERROR(DeadlineExceeded, deadline_exceeded)
 PSFLOW_DEFINE_ERROR(DataLoss, data_loss)
 PSFLOW_DEFINE_ERROR(Internal, internal)
+PSFLOW_DEFINE_ERROR(OutOfRange, out_of_range)
 #undef PSFLOW_DEFINE_ERROR
 
 // Throws the psflow::Error subclass that matches `code`.
@@ -84,6 +87,7 @@ PSFLOW_DEFINE_ERROR(Internal, internal)
     case ErrorCode::aborted: throw Aborted(message);
     case ErrorCode::deadline_exceeded: throw DeadlineExceeded(message);
     case ErrorCode::data_loss: throw DataLoss(message);
+    case ErrorCode::out_of_range: throw OutOfRange(message);
     case ErrorCode::ok:
     case ErrorCode::internal: break;
   }

@@ -30,7 +30,7 @@ struct Reply {
     ar >> code;
     load_string(ar, text);
     ar >> incarnation;
-    if (code < 0 || code > static_cast<std::int32_t>(ErrorCode::internal)) throw DataLoss("reply has an unknown status code");
+    if (code < 0 || code > static_cast<std::int32_t>(ErrorCode::out_of_range)) throw DataLoss("reply has an unknown status code");
   }
 };
 
@@ -64,7 +64,7 @@ struct AbortStep {
   template <class A> void load(A& ar) {
     ar >> step_id >> code;
     load_string(ar, message);
-    if (code <= 0 || code > static_cast<std::int32_t>(ErrorCode::internal)) throw DataLoss("abort has an unknown status code");
+    if (code <= 0 || code > static_cast<std::int32_t>(ErrorCode::out_of_range)) throw DataLoss("abort has an unknown status code");
   }
 };
 

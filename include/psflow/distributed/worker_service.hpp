@@ -52,7 +52,11 @@ class StepRendezvous : public Rendezvous {
     return {};
   }
   void recv_async(const std::string& key, RecvCallback done) override { local_.recv_async(key, std::move(done)); }
-  void abort(const Status& status) override { local_.abort(status); }
+  void abort(const Status& status) override {
+    local_.abort(status);
+    cancellation_.cancel(status);  // also wakes the step's waiting kernels (queues, accumulators)
+  }
+  CancellationManager& cancellation() noexcept { return cancellation_; }
   // A tensor that arrived from another task.
   void deliver(const std::string& key, Tensor value) { (void)local_.send(key, std::move(value)); }
   std::chrono::steady_clock::time_point created() const { return created_; }
@@ -61,6 +65,7 @@ class StepRendezvous : public Rendezvous {
   std::string local_device_;
   RemoteSend remote_;
   LocalRendezvous local_;
+  CancellationManager cancellation_;
   std::chrono::steady_clock::time_point created_;
 };
 
@@ -143,6 +148,7 @@ class WorkerService {
     auto step = std::make_shared<StepContext>();
     step->step_id = step_id;
     step->rendezvous = rendezvous.get();
+    step->cancellation = &rendezvous->cancellation();
     running_.fetch_add(1);
     executor->run_async(*step, std::move(feeds), pool_,
                         [this, executor, step, rendezvous, step_id, done = std::move(done)](Status s, std::vector<Tensor> out) {

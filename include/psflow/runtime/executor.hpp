@@ -22,6 +22,7 @@
 
 #include "psflow/core/error.hpp"
 #include "psflow/graph/graph.hpp"
+#include "psflow/runtime/cancellation.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/rendezvous.hpp"
 #include "psflow/runtime/thread_pool.hpp"
@@ -122,6 +123,7 @@ struct Executor::StepState {
     }
     failed.store(true, std::memory_order_release);
     if (step->rendezvous) step->rendezvous->abort(error);
+    if (step->cancellation) step->cancellation->cancel(error);
   }
 };
 

@@ -23,11 +23,13 @@
 namespace psflow {
 
 class Rendezvous;
+class CancellationManager;
 
 // What one step shares across all its kernels.
 struct StepContext {
   std::uint64_t step_id = 0;
   Rendezvous* rendezvous = nullptr;  // set when the step exchanges tensors (Send/Recv)
+  CancellationManager* cancellation = nullptr;  // tells waiting kernels the step failed
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 

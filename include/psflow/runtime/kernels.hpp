@@ -11,3 +11,5 @@
 #include "psflow/runtime/kernels/sendrecv.hpp"
 #include "psflow/runtime/kernels/is_variable_initialized_kernel.hpp"
 #include "psflow/runtime/kernels/grad_kernels.hpp"
+#include "psflow/runtime/kernels/sync_kernels.hpp"
+#include "psflow/runtime/kernels/training_kernels.hpp"

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <typeinfo>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -131,15 +132,27 @@ class ResourceManager {
     return out;
   }
 
+  // Any other shared state of type T (a gradient accumulator, a queue), by name: created with
+  // `make()` on first use, shared by every graph that names it the same way.
+  template <class T, class Make>
+  std::shared_ptr<T> lookup_or_create_resource(const std::string& name, Make make) {
+    std::lock_guard lock(mutex_);
+    auto& slot = others_[std::string(typeid(T).name()) + "/" + name];
+    if (!slot) slot = std::shared_ptr<T>(make());
+    return std::static_pointer_cast<T>(slot);
+  }
+
   void clear() {
     std::lock_guard lock(mutex_);
     variables_.clear();
+    others_.clear();
   }
 
  private:
   std::string device_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<VariableResource>> variables_;
+  std::map<std::string, std::shared_ptr<void>> others_;
 };
 
 }  // namespace psflow

@@ -156,7 +156,9 @@ class LocalSession : public SessionImpl {
     feed_values.reserve(feeds.size());
     for (const auto& [out, value] : feeds) feed_values.push_back(value);
     StepContext step;
+    CancellationManager cancellation;
     step.step_id = runtime_.next_step_id++;
+    step.cancellation = &cancellation;
     return caller_owned(executor->run(step, std::move(feed_values), pool_));
   }
 

@@ -73,7 +73,9 @@ class MonitoredTrainingSession {
   bool should_stop() const noexcept { return stop_requested_ || closed_; }
 
   // Runs fetches/targets with the hooks; on Aborted/Unavailable re-creates the session and
-  // retries (bounded by recovery_deadline_secs). Other errors propagate.
+  // retries (bounded by recovery_deadline_secs). OutOfRange (an input or the token queue of
+  // synchronous training closed) ends training: should_stop() becomes true and the result is
+  // empty. Other errors propagate.
   std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds = {},
                           const std::vector<Operation>& targets = {}) {
     if (closed_) throw FailedPrecondition("this MonitoredTrainingSession is closed");
@@ -81,6 +83,12 @@ class MonitoredTrainingSession {
     for (;;) {
       try {
         return run_once(fetches, feeds, targets);
+      } catch (const OutOfRange& e) {
+        // An input ran out (e.g. synchronous training ended and its token queue closed): the
+        // normal end of the loop, as TF's MonitoredSession treats OutOfRangeError.
+        log(std::string("stopping: ") + e.what());
+        stop_requested_ = true;
+        return {};
       } catch (const Error& e) {
         if (e.code() != ErrorCode::aborted && e.code() != ErrorCode::unavailable) throw;
         if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs)) throw;
@@ -142,7 +150,9 @@ class MonitoredTrainingSession {
     Status last = why;
     for (int attempt = 0;; ++attempt) {
       try {
-        if (session_) session_->close();
+        // An old session stays alive (not closed) until this one is destroyed: a hook's
+        // background thread may still be finishing a run on it.
+        if (session_) retired_.push_back(std::move(session_));
         session_ = std::make_unique<Session>(graph_, options_.master, options_.session_options);
         prepare(*session_);
         for (auto& hook : hooks_) hook->after_create_session(*session_);
@@ -201,6 +211,7 @@ class MonitoredTrainingSession {
   ReadinessCheck readiness_;
   std::unique_ptr<Saver> saver_;
   std::unique_ptr<Session> session_;
+  std::vector<std::unique_ptr<Session>> retired_;
   bool stop_requested_ = false;
   bool closed_ = false;
 };

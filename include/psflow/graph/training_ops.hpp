@@ -1,0 +1,150 @@
+// Training ops: the fused update rules the optimizers in psflow/train/ emit, named and shaped
+// like TF's training_ops (ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyAdam).
+//
+// Each op takes its variable and slot variables as references (Variable::ref()), so it always
+// runs where the variable lives: in a ps cluster only the gradient travels to the ps, and the
+// update happens there. The builders colocate the op with its variable. Output 0 is the
+// variable's reference again (TF's `out: Ref(T)`), so fetching it reads the updated value.
+//
+// Contract of every Apply op (checked at graph building when shapes are known, and again by the
+// kernel): float32 or float64; the slots and the gradient have the variable's dtype and shape;
+// the hyper-parameters (lr, momentum, beta1, ...) are scalars of the variable's dtype. The one
+// exception is ApplyAdam's beta1_power/beta2_power, which may be float32 or float64 whatever
+// the variable's dtype (psflow has no Cast op; the kernel converts these two scalars, where TF
+// would insert a Cast). The kernels are in psflow/runtime/kernels/training_kernels.hpp: every
+// process that may run these ops (each ps task) must include it.
+//
+// Equations (TF's CPU kernels, element-wise; `lr`, `mu`, ... are the scalar inputs):
+//   ApplyGradientDescent(var, alpha, delta):   var -= delta * alpha
+//   ApplyMomentum(var, accum, lr, grad, mu):   accum = accum * mu + grad
+//                                              var -= accum * lr                      (default)
+//                                              var -= grad * lr + accum * mu * lr     (nesterov)
+//   ApplyAdagrad(var, accum, lr, grad):        accum += grad * grad
+//                                              var -= grad * lr * (1 / sqrt(accum))
+//   ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad):
+//       alpha = lr * sqrt(1 - beta2_power) / (1 - beta1_power)
+//       m += (grad - m) * (1 - beta1)
+//       v += (grad * grad - v) * (1 - beta2)
+//       var -= m * alpha / (sqrt(v) + epsilon)                                        (default)
+//       var -= (grad * (1 - beta1) + beta1 * m) * alpha / (sqrt(v) + epsilon)         (nesterov)
+// Slot updates use the new slot values, as TF's do. The kernels always hold the variable's lock
+// (TF's use_locking=true), so there is no use_locking attribute.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "psflow/graph/op_builder.hpp"
+
+namespace psflow {
+
+namespace detail {
+
+// Which inputs of an Apply op are what, for its shape function.
+struct ApplyOpLayout {
+  std::vector<int> refs;           // variable and slots: the variable's dtype and shape
+  std::vector<int> like_var;       // plain tensors with the variable's dtype and shape (grad)
+  std::vector<int> scalars;        // scalars of the variable's dtype
+  std::vector<int> float_scalars;  // scalars of any floating dtype (Adam's beta powers)
+};
+
+inline bool shapes_compatible(const PartialShape& a, const PartialShape& b) {
+  if (!a.known || !b.known) return true;
+  if (a.dims.size() != b.dims.size()) return false;
+  for (std::size_t i = 0; i < a.dims.size(); ++i)
+    if (a.dims[i] >= 0 && b.dims[i] >= 0 && a.dims[i] != b.dims[i]) return false;
+  return true;
+}
+
+inline std::vector<OutputSpec> infer_apply(const InferenceContext& ctx,
+                                           const ApplyOpLayout& layout) {
+  expect_floating(ctx, 0);
+  auto same_as_var = [&](int i) {
+    const auto k = static_cast<std::size_t>(i);
+    ctx.expect_same_dtype(0, k);
+    if (!shapes_compatible(ctx.input_shapes[0], ctx.input_shapes[k]))
+      ctx.fail("input " + ctx.describe_input(k) + " must have the shape of the variable " +
+               ctx.describe_input(0));
+  };
+  auto scalar = [&](int i) {
+    const auto k = static_cast<std::size_t>(i);
+    if (ctx.input_shapes[k].known && !ctx.input_shapes[k].dims.empty())
+      ctx.fail("input " + ctx.describe_input(k) + " must be a scalar");
+  };
+  for (int i : layout.refs) same_as_var(i);
+  for (int i : layout.like_var) same_as_var(i);
+  for (int i : layout.scalars) {
+    ctx.expect_same_dtype(0, static_cast<std::size_t>(i));
+    scalar(i);
+  }
+  for (int i : layout.float_scalars) {
+    expect_floating(ctx, static_cast<std::size_t>(i));
+    scalar(i);
+  }
+  return {OutputSpec{ctx.input_dtypes[0], ctx.input_shapes[0], true}};
+}
+
+inline bool register_apply_op(const char* type, int num_inputs, ApplyOpLayout layout) {
+  std::vector<int> refs = layout.refs;
+  return OpRegistry::global().add(OpDef{type, num_inputs, std::move(refs), true,
+                                        [layout = std::move(layout)](const InferenceContext& ctx) {
+                                          return infer_apply(ctx, layout);
+                                        }});
+}
+
+inline const bool training_ops_registered = [] {
+  register_apply_op("ApplyGradientDescent", 3, {{0}, {2}, {1}, {}});
+  register_apply_op("ApplyMomentum", 5, {{0, 1}, {3}, {2, 4}, {}});
+  register_apply_op("ApplyAdagrad", 4, {{0, 1}, {3}, {2}, {}});
+  register_apply_op("ApplyAdam", 10, {{0, 1, 2}, {9}, {5, 6, 7, 8}, {3, 4}});
+  return true;
+}();
+
+// Creates an Apply op colocated with its variable (inputs[0], a variable reference).
+inline Output build_apply_op(const char* type, std::vector<Output> inputs, AttrMap attrs,
+                             std::string_view name) {
+  const Output& ref = inputs.at(0);
+  if (!ref.valid() || !ref.is_ref())
+    throw InvalidArgument(std::string(type) +
+                          ": the first input must be a variable reference (Variable::ref()), got " +
+                          (ref.valid() ? "'" + ref.name() + "'" : std::string("an empty Output")));
+  auto colocated = ref.graph().colocate_with(ref.op());
+  return build_op(type, std::move(inputs), std::move(attrs), name, type).output(0);
+}
+
+}  // namespace detail
+
+namespace ops {
+
+// var -= delta * alpha. `var` is a variable reference; returns it after the update.
+inline Output apply_gradient_descent(Output var, Output alpha, Output delta,
+                                     std::string_view name = "") {
+  return detail::build_apply_op("ApplyGradientDescent", {var, alpha, delta}, {}, name);
+}
+
+// accum = accum * momentum + grad; var -= accum * lr (or the Nesterov form, see above).
+inline Output apply_momentum(Output var, Output accum, Output lr, Output grad, Output momentum,
+                             bool use_nesterov = false, std::string_view name = "") {
+  return detail::build_apply_op("ApplyMomentum", {var, accum, lr, grad, momentum},
+                                {{"use_nesterov", use_nesterov}}, name);
+}
+
+// accum += grad^2; var -= grad * lr / sqrt(accum).
+inline Output apply_adagrad(Output var, Output accum, Output lr, Output grad,
+                            std::string_view name = "") {
+  return detail::build_apply_op("ApplyAdagrad", {var, accum, lr, grad}, {}, name);
+}
+
+// Adam's update of var, m and v (see the equations above).
+inline Output apply_adam(Output var, Output m, Output v, Output beta1_power, Output beta2_power,
+                         Output lr, Output beta1, Output beta2, Output epsilon, Output grad,
+                         bool use_nesterov = false, std::string_view name = "") {
+  return detail::build_apply_op(
+      "ApplyAdam", {var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad},
+      {{"use_nesterov", use_nesterov}}, name);
+}
+
+}  // namespace ops
+
+}  // namespace psflow

@@ -1,0 +1,51 @@
+// AdagradOptimizer: TF1's tf.train.AdagradOptimizer.
+//
+// Per variable, a slot "accumulator" named "<var>/Adagrad" (filled with
+// initial_accumulator_value, on the variable's device) and one ApplyAdagrad op there:
+//   accum += grad * grad
+//   var   -= grad * learning_rate / sqrt(accum)
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "psflow/train/optimizer.hpp"
+
+namespace psflow::train {
+
+class AdagradOptimizer : public Optimizer {
+ public:
+  // Throws InvalidArgument unless initial_accumulator_value > 0 (as TF: the first update
+  // divides by its square root).
+  explicit AdagradOptimizer(double learning_rate, double initial_accumulator_value = 0.1,
+                            std::string name = "Adagrad")
+      : Optimizer(std::move(name)),
+        learning_rate_(learning_rate),
+        initial_accumulator_value_(initial_accumulator_value) {
+    if (!(initial_accumulator_value > 0.0))
+      throw InvalidArgument("AdagradOptimizer: initial_accumulator_value must be positive, got " +
+                            std::to_string(initial_accumulator_value));
+  }
+
+  double learning_rate() const noexcept { return learning_rate_; }
+  double initial_accumulator_value() const noexcept { return initial_accumulator_value_; }
+
+ protected:
+  void create_slots(const std::vector<Variable>& var_list) override {
+    for (const auto& v : var_list)
+      get_or_make_slot(v, constant_initializer(initial_accumulator_value_), "accumulator", name());
+  }
+  Operation apply_dense(Output grad, const Variable& var) override {
+    return ops::apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
+                              constant_like(var, learning_rate_, "learning_rate"), grad,
+                              "ApplyAdagrad")
+        .op();
+  }
+
+ private:
+  double learning_rate_;
+  double initial_accumulator_value_;
+};
+
+}  // namespace psflow::train

@@ -1,0 +1,101 @@
+// AdamOptimizer: TF1's tf.train.AdamOptimizer (Kingma & Ba, the "epsilon hat" formulation).
+//
+// Per variable, slots "m" and "v" named "<var>/Adam" and "<var>/Adam_1" (zeros, on the
+// variable's device) and one ApplyAdam op there; plus two scalars shared by all variables,
+// "beta1_power" and "beta2_power" (initially beta1 and beta2, not trainable), colocated with the
+// first variable by name, as TF does. With t the step number (1 on the first update):
+//   lr_t = learning_rate * sqrt(1 - beta2^t) / (1 - beta1^t)
+//   m    = beta1 * m + (1 - beta1) * grad       (computed as m += (grad - m) * (1 - beta1))
+//   v    = beta2 * v + (1 - beta2) * grad^2     (computed as v += (grad^2 - v) * (1 - beta2))
+//   var -= lr_t * m / (sqrt(v) + epsilon)
+// After every variable's update, beta1_power *= beta1 and beta2_power *= beta2 (ops
+// "<name>/mul", "<name>/Assign", on beta1_power's device).
+//
+// Choices where TF is not explicit: beta1_power/beta2_power take the first variable's dtype
+// (TF makes them float32 and casts per variable; psflow has no Cast op, and the ApplyAdam kernel
+// accepts either float dtype for them, so float64 models keep full precision).
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "psflow/train/optimizer.hpp"
+
+namespace psflow::train {
+
+class AdamOptimizer : public Optimizer {
+ public:
+  explicit AdamOptimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+                         double epsilon = 1e-8, std::string name = "Adam")
+      : Optimizer(std::move(name)),
+        learning_rate_(learning_rate),
+        beta1_(beta1),
+        beta2_(beta2),
+        epsilon_(epsilon) {}
+
+  double learning_rate() const noexcept { return learning_rate_; }
+  double beta1() const noexcept { return beta1_; }
+  double beta2() const noexcept { return beta2_; }
+  double epsilon() const noexcept { return epsilon_; }
+
+  // beta1_power and beta2_power of `graph` (TF's _get_beta_accumulators), once created.
+  std::optional<std::pair<Variable, Variable>> beta_accumulators(const Graph& graph) const {
+    auto b1 = non_slot_variable(graph, "beta1_power");
+    auto b2 = non_slot_variable(graph, "beta2_power");
+    if (!b1 || !b2) return std::nullopt;
+    return std::pair{*b1, *b2};
+  }
+
+ protected:
+  void create_slots(const std::vector<Variable>& var_list) override {
+    const Variable& first =
+        *std::min_element(var_list.begin(), var_list.end(),
+                          [](const Variable& a, const Variable& b) { return a.name() < b.name(); });
+    get_or_create_non_slot_variable("beta1_power", beta1_, first);
+    get_or_create_non_slot_variable("beta2_power", beta2_, first);
+    for (const auto& v : var_list) {
+      zeros_slot(v, "m", name());
+      zeros_slot(v, "v", name());
+    }
+  }
+
+  Operation apply_dense(Output grad, const Variable& var) override {
+    auto [beta1_power, beta2_power] = accumulators(var.graph());
+    return ops::apply_adam(
+               var.ref(), slot(var, "m").ref(), slot(var, "v").ref(), beta1_power.value(),
+               beta2_power.value(), constant_like(var, learning_rate_, "learning_rate"),
+               constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
+               constant_like(var, epsilon_, "epsilon"), grad, /*use_nesterov=*/false, "ApplyAdam")
+        .op();
+  }
+
+  // TF's _finish: after the updates, beta1_power *= beta1 and beta2_power *= beta2, on their
+  // device.
+  std::vector<Operation> finish(Graph& graph, const std::vector<Operation>& update_ops) override {
+    auto after = graph.control_dependencies(update_ops);
+    auto [beta1_power, beta2_power] = accumulators(graph);
+    auto colocated = graph.colocate_with(beta1_power.op());
+    Output update_beta1 = ops::assign(beta1_power.ref(),
+                                      beta1_power.value() * constant_like(beta1_power, beta1_, ""));
+    Output update_beta2 = ops::assign(beta2_power.ref(),
+                                      beta2_power.value() * constant_like(beta2_power, beta2_, ""));
+    return {update_beta1.op(), update_beta2.op()};
+  }
+
+ private:
+  std::pair<Variable, Variable> accumulators(const Graph& graph) const {
+    auto acc = beta_accumulators(graph);
+    if (!acc) throw Internal(name() + ": beta1_power/beta2_power were not created for this graph");
+    return *acc;
+  }
+
+  double learning_rate_;
+  double beta1_;
+  double beta2_;
+  double epsilon_;
+};
+
+}  // namespace psflow::train

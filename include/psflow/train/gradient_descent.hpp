@@ -1,0 +1,35 @@
+// GradientDescentOptimizer: TF1's tf.train.GradientDescentOptimizer, plain SGD.
+//
+// Per variable, one ApplyGradientDescent op on the variable's device:
+//   var -= grad * learning_rate
+// No slots.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "psflow/train/optimizer.hpp"
+
+namespace psflow::train {
+
+class GradientDescentOptimizer : public Optimizer {
+ public:
+  explicit GradientDescentOptimizer(double learning_rate, std::string name = "GradientDescent")
+      : Optimizer(std::move(name)), learning_rate_(learning_rate) {}
+
+  double learning_rate() const noexcept { return learning_rate_; }
+
+ protected:
+  Operation apply_dense(Output grad, const Variable& var) override {
+    return ops::apply_gradient_descent(var.ref(),
+                                       constant_like(var, learning_rate_, "learning_rate"), grad,
+                                       "ApplyGradientDescent")
+        .op();
+  }
+
+ private:
+  double learning_rate_;
+};
+
+}  // namespace psflow::train

@@ -1,0 +1,53 @@
+// MomentumOptimizer: TF1's tf.train.MomentumOptimizer (heavy-ball or Nesterov momentum).
+//
+// Per variable, a slot "momentum" named "<var>/Momentum" (zeros, on the variable's device) and
+// one ApplyMomentum op there:
+//   accum = accum * momentum + grad
+//   var  -= accum * learning_rate                                      (use_nesterov = false)
+//   var  -= grad * learning_rate + accum * momentum * learning_rate    (use_nesterov = true)
+// The slot holds the new accumulator (TF's formulation, where the learning rate multiplies the
+// accumulated value rather than being folded into it).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "psflow/train/optimizer.hpp"
+
+namespace psflow::train {
+
+class MomentumOptimizer : public Optimizer {
+ public:
+  // TF's argument order differs (use_locking, name, use_nesterov); psflow always locks, and
+  // takes use_nesterov third as API.md says, the name last.
+  MomentumOptimizer(double learning_rate, double momentum, bool use_nesterov = false,
+                    std::string name = "Momentum")
+      : Optimizer(std::move(name)),
+        learning_rate_(learning_rate),
+        momentum_(momentum),
+        use_nesterov_(use_nesterov) {}
+
+  double learning_rate() const noexcept { return learning_rate_; }
+  double momentum() const noexcept { return momentum_; }
+  bool use_nesterov() const noexcept { return use_nesterov_; }
+
+ protected:
+  void create_slots(const std::vector<Variable>& var_list) override {
+    for (const auto& v : var_list) zeros_slot(v, "momentum", name());
+  }
+  Operation apply_dense(Output grad, const Variable& var) override {
+    return ops::apply_momentum(var.ref(), slot(var, "momentum").ref(),
+                               constant_like(var, learning_rate_, "learning_rate"), grad,
+                               constant_like(var, momentum_, "momentum"), use_nesterov_,
+                               "ApplyMomentum")
+        .op();
+  }
+
+ private:
+  double learning_rate_;
+  double momentum_;
+  bool use_nesterov_;
+};
+
+}  // namespace psflow::train

@@ -1,0 +1,212 @@
+// Synchronous training: the accumulator and token queue semantics, SyncReplicasOptimizer's
+// exactness with 4 workers, backup replicas, and clean termination; plus async exactness.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <thread>
+
+#include "psflow/psflow.hpp"
+#include "psflow/train/gradient_descent.hpp"
+#include "support/child_process.hpp"
+
+using namespace psflow;
+using namespace std::chrono_literals;
+using psflow::testing::ChildProcess;
+using psflow::testing::loopback;
+using psflow::testing::reserve_port;
+using psflow::testing::TempDir;
+
+namespace {
+
+struct PsAndWorkers {
+  std::string ps_host = loopback(reserve_port());
+  std::vector<std::string> worker_hosts;
+  TempDir logs{"sync"};
+  std::unique_ptr<ChildProcess> ps;
+  std::vector<std::unique_ptr<Server>> workers;
+  explicit PsAndWorkers(int n) {
+    for (int i = 0; i < n; ++i) worker_hosts.push_back(loopback(reserve_port()));
+    std::string hosts;
+    for (const auto& w : worker_hosts) hosts += (hosts.empty() ? "" : ",") + w;
+    ps = std::make_unique<ChildProcess>(std::vector<std::string>{PSFLOW_TASK_BINARY, "--ps_hosts=" + ps_host,
+                                                                 "--worker_hosts=" + hosts, "--job_name=ps", "--task_index=0"},
+                                        logs / "ps");
+    ServerOptions o;
+    o.log = false;
+    o.connect_timeout = 10s;
+    for (int i = 0; i < n; ++i) workers.push_back(std::make_unique<Server>(spec(), "worker", i, o));
+  }
+  ~PsAndWorkers() { workers[0]->stop_job("ps", 2s); }
+  ClusterSpec spec() const { return ClusterSpec({{"ps", {ps_host}}, {"worker", worker_hosts}}); }
+};
+
+// One replica's model: w (4 floats) with a constant gradient, trained synchronously.
+struct Replica {
+  Graph g;
+  Variable w, global_step;
+  train::GradientDescentOptimizer sgd{0.5};
+  std::unique_ptr<train::SyncReplicasOptimizer> sync;
+  Operation train_op;
+  Replica(const ClusterSpec& cluster, int task, int aggregate, int total, std::int64_t token_timeout_ms = 60000) {
+    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster}));
+    global_step = train::get_or_create_global_step(g);
+    w = get_variable(g, "w", {4}, zeros_initializer());
+    Output constant_grad = ops::constant(g, Tensor::from_vector<float>({1, 2, 3, 4}));
+    sync = std::make_unique<train::SyncReplicasOptimizer>(sgd, aggregate, total, train::SyncReplicasOptions{token_timeout_ms});
+    train_op = sync->apply_gradients({{constant_grad, w}}, global_step);
+  }
+  train::MonitoredTrainingSessionOptions options(const Server& server, bool chief,
+                                                 std::vector<std::shared_ptr<train::SessionRunHook>> extra = {}) {
+    train::MonitoredTrainingSessionOptions o;
+    o.master = server.target();
+    o.is_chief = chief;
+    o.hooks = extra;
+    o.hooks.push_back(sync->make_session_run_hook(chief));
+    o.log_step_count_steps = 0;
+    o.recovery_wait_secs = 0.05;
+    o.ready_deadline_secs = 30;
+    return o;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an accumulator averages, drops stale gradients and releases waiters when closed") {
+  GradientAccumulator acc("a", DType::float32, PartialShape::of({2}));
+  std::promise<std::pair<Status, Tensor>> taken;
+  auto result = taken.get_future();
+  acc.take(2, [&](const Status& s, Tensor t) { taken.set_value({s, t}); });
+  CHECK(acc.apply(Tensor::from_vector<float>({1, 2}), 0));
+  CHECK(result.wait_for(0ms) == std::future_status::timeout);
+  CHECK(acc.apply(Tensor::from_vector<float>({3, 6}), 0));
+  auto [status, average] = result.get();
+  CHECK(status.ok());
+  CHECK(average.equals(Tensor::from_vector<float>({2, 4})));
+  CHECK(acc.global_step() == 1);
+  CHECK_FALSE(acc.apply(Tensor::from_vector<float>({1, 1}), 0));  // computed before the update
+  CHECK(acc.num_dropped() == 1);
+  std::promise<Status> released;
+  acc.take(1, [&](const Status& s, Tensor) { released.set_value(s); });
+  acc.close();
+  CHECK(released.get_future().get().code() == ErrorCode::out_of_range);
+  CHECK_THROWS_AS(acc.apply(Tensor::from_vector<float>({1, 1}), 5), OutOfRange);
+}
+
+TEST_CASE("a token dequeue waits, times out naming the chief, and a closed queue releases it") {
+  Graph g;
+  Output dequeue_quick = ops::token_queue_dequeue(g, "q", 200);
+  Output dequeue = ops::token_queue_dequeue(g, "q", 0);
+  Operation put = ops::token_queue_enqueue_many(ops::constant(g, Tensor::from_vector<std::int64_t>({7, 8})), "q");
+  Operation close = ops::token_queue_set_closed(g, "q", true);
+  Session sess(g);
+  CHECK_THROWS_WITH(sess.run({dequeue_quick}), Catch::Contains("chief"));
+  sess.run(put);
+  CHECK(sess.run({dequeue})[0].scalar<std::int64_t>() == 7);
+  CHECK(sess.run({dequeue})[0].scalar<std::int64_t>() == 8);
+  auto waiting = std::async(std::launch::async, [&] { return sess.run({dequeue}); });
+  std::this_thread::sleep_for(100ms);
+  sess.run(close);
+  CHECK_THROWS_AS(waiting.get(), OutOfRange);
+}
+
+TEST_CASE("sync training with 4 workers x 500 steps applies exactly 500 averaged updates") {
+  constexpr int kWorkers = 4, kSteps = 500;
+  PsAndWorkers cluster(kWorkers);
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int i = 0; i < kWorkers; ++i) replicas.push_back(std::make_unique<Replica>(cluster.spec(), i, kWorkers, kWorkers));
+  train::MonitoredTrainingSession chief(replicas[0]->g, replicas[0]->options(*cluster.workers[0], true));
+  std::vector<std::jthread> others;
+  std::atomic<int> failures{0};
+  for (int i = 1; i < kWorkers; ++i)
+    others.emplace_back([&, i] {
+      try {
+        train::MonitoredTrainingSession sess(replicas[i]->g, replicas[i]->options(*cluster.workers[i], false));
+        for (int s = 0; s < kSteps; ++s) sess.run(replicas[i]->train_op);
+      } catch (const std::exception& e) {
+        ++failures;
+        WARN(e.what());
+      }
+    });
+  for (int s = 0; s < kSteps; ++s) chief.run(replicas[0]->train_op);
+  for (auto& t : others) t.join();
+  CHECK(failures == 0);
+  auto values = chief.raw_session().run({replicas[0]->global_step.value(), replicas[0]->w.value(), replicas[0]->sync->num_dropped()});
+  CHECK(values[0].scalar<std::int64_t>() == kSteps);
+  CHECK(values[1].equals(Tensor::from_vector<float>({-250, -500, -750, -1000})));  // w -= 0.5 * g, 500 times
+  CHECK(values[2].scalar<std::int64_t>() == 0);
+  chief.close();
+}
+
+TEST_CASE("with a backup replica (3 workers, aggregate 2) training goes on when one worker dies") {
+  PsAndWorkers cluster(3);
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int i = 0; i < 3; ++i) replicas.push_back(std::make_unique<Replica>(cluster.spec(), i, 2, 3));
+  train::MonitoredTrainingSession chief(replicas[0]->g, replicas[0]->options(*cluster.workers[0], true, {train::StopAtStepHook(100)}));
+  std::jthread steady([&] {
+    train::MonitoredTrainingSession sess(replicas[1]->g, replicas[1]->options(*cluster.workers[1], false));
+    while (!sess.should_stop()) sess.run(replicas[1]->train_op);
+  });
+  std::jthread dying([&] {
+    train::MonitoredTrainingSession sess(replicas[2]->g, replicas[2]->options(*cluster.workers[2], false));
+    for (int s = 0; s < 10 && !sess.should_stop(); ++s) sess.run(replicas[2]->train_op);
+    cluster.workers[2]->stop();  // this worker is gone: its connections drop
+  });
+  dying.join();
+  while (!chief.should_stop()) chief.run(replicas[0]->train_op);
+  const auto step = chief.raw_session().run({replicas[0]->global_step.value()})[0].scalar<std::int64_t>();
+  CHECK(step >= 100);
+  chief.close();  // releases the steady worker
+  steady.join();
+}
+
+TEST_CASE("when the chief stops, replicas waiting for a token are released and end cleanly") {
+  PsAndWorkers cluster(2);
+  Replica r0(cluster.spec(), 0, 2, 2), r1(cluster.spec(), 1, 2, 2);
+  std::atomic<bool> other_done{false};
+  int other_steps = 0;
+  std::jthread other([&] {
+    train::MonitoredTrainingSession sess(r1.g, r1.options(*cluster.workers[1], false));
+    while (!sess.should_stop()) {
+      sess.run(r1.train_op);
+      ++other_steps;
+    }
+    other_done = true;
+  });
+  {
+    train::MonitoredTrainingSession chief(r0.g, r0.options(*cluster.workers[0], true, {train::StopAtStepHook(30)}));
+    while (!chief.should_stop()) chief.run(r0.train_op);
+  }  // the chief's session ends here: queue closed
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!other_done && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  CHECK(other_done.load());
+  other.join();
+  CHECK(other_steps >= 29);
+}
+
+TEST_CASE("async training with 4 workers x 500 steps applies all 2000 updates") {
+  constexpr int kWorkers = 4, kSteps = 500;
+  PsAndWorkers cluster(kWorkers);
+  struct AsyncReplica {
+    Graph g;
+    Variable counter;
+    Operation bump;
+  };
+  std::vector<std::unique_ptr<AsyncReplica>> replicas;
+  for (int i = 0; i < kWorkers; ++i) {
+    auto r = std::make_unique<AsyncReplica>();
+    auto placement = r->g.device(train::replica_device_setter({.worker_device = "/job:worker/task:" + std::to_string(i), .cluster = cluster.spec()}));
+    r->counter = get_variable(r->g, "counter", {}, zeros_initializer(), DType::int64);
+    r->bump = r->counter.assign_add(ops::constant(r->g, Tensor(std::int64_t{1}))).op();
+    replicas.push_back(std::move(r));
+  }
+  Session chief(replicas[0]->g, cluster.workers[0]->target());
+  chief.run(global_variables_initializer(replicas[0]->g));
+  std::vector<std::jthread> threads;
+  for (int i = 0; i < kWorkers; ++i)
+    threads.emplace_back([&, i] {
+      Session sess(replicas[i]->g, cluster.workers[i]->target());
+      for (int s = 0; s < kSteps; ++s) sess.run(replicas[i]->bump);
+    });
+  for (auto& t : threads) t.join();
+  CHECK(chief.run({replicas[0]->counter.value()})[0].scalar<std::int64_t>() == kWorkers * kSteps);
+}
