@@ -2,21 +2,36 @@
 #pragma once
 
 #include "psflow/version.hpp"
-#include "psflow/graph.hpp"
+
+// core + graph (also available alone as psflow/graph.hpp, without the runtime or Asio)
 #include "psflow/core/tensor_format.hpp"
+#include "psflow/graph.hpp"
+
+// runtime: kernels, executor, in-process Session
 #include "psflow/runtime/kernels.hpp"
 #include "psflow/runtime/session.hpp"
+
+// distributed: cluster, servers, remote sessions (the only layer that includes Boost.Asio)
 #include "psflow/distributed/cluster_spec.hpp"
-#include "psflow/distributed/task_flags.hpp"
-#include "psflow/distributed/server.hpp"
 #include "psflow/distributed/master_session.hpp"
-#include "psflow/train/replica_device_setter.hpp"
+#include "psflow/distributed/server.hpp"
+#include "psflow/distributed/task_flags.hpp"
+
+// train
+#include "psflow/train/adagrad.hpp"
+#include "psflow/train/adam.hpp"
 #include "psflow/train/checkpoint_file.hpp"
+#include "psflow/train/global_step.hpp"
+#include "psflow/train/gradient_descent.hpp"
+#include "psflow/train/gradients.hpp"
+#include "psflow/train/hooks.hpp"
+#include "psflow/train/momentum.hpp"
+#include "psflow/train/monitored_session.hpp"
+#include "psflow/train/optimizer.hpp"
+#include "psflow/train/replica_device_setter.hpp"
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"
-#include "psflow/observe/explain.hpp"
-#include "psflow/train/hooks.hpp"
-#include "psflow/train/monitored_session.hpp"
-#include "psflow/train/gradients.hpp"
-#include "psflow/train/global_step.hpp"
 #include "psflow/train/sync_replicas_optimizer.hpp"
+
+// observe
+#include "psflow/observe/explain.hpp"
