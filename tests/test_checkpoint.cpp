@@ -15,6 +15,7 @@
 
 #include "psflow/psflow.hpp"
 #include "psflow/train/checkpoint_file.hpp"
+#include "support/files.hpp"
 
 using namespace psflow;
 namespace fs = std::filesystem;
@@ -44,17 +45,9 @@ struct TempDir {
   }
 };
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_bytes(const std::string& path) { return psflow::testing::read_file(path); }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+void write_bytes(const std::string& path, const std::string& bytes) { psflow::testing::write_file(path, bytes); }
 
 train::CheckpointTensors sample_tensors() {
   const float inf = std::numeric_limits<float>::infinity();

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "psflow/psflow.hpp"
-#include "support/child_process.hpp"
+#include "support/local_cluster.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
@@ -21,38 +21,7 @@ using psflow::testing::TempDir;
 
 namespace {
 
-// A cluster of `ps` ps tasks (separate processes) and `workers` worker addresses.
-struct Cluster {
-  std::vector<std::string> ps_hosts, worker_hosts;
-  std::vector<std::unique_ptr<ChildProcess>> ps;
-  TempDir logs{"cluster"};
-
-  Cluster(int num_ps, int num_workers, bool start_ps = true) {
-    for (int i = 0; i < num_ps; ++i) ps_hosts.push_back(loopback(reserve_port()));
-    for (int i = 0; i < num_workers; ++i) worker_hosts.push_back(loopback(reserve_port()));
-    if (start_ps)
-      for (int i = 0; i < num_ps; ++i) start(i);
-  }
-  ClusterSpec spec() const { return ClusterSpec({{"ps", ps_hosts}, {"worker", worker_hosts}}); }
-  static std::string join(const std::vector<std::string>& hosts) {
-    std::string out;
-    for (const auto& h : hosts) out += (out.empty() ? "" : ",") + h;
-    return out;
-  }
-  void start(int i) {
-    if (static_cast<int>(ps.size()) <= i) ps.resize(static_cast<std::size_t>(i + 1));
-    ps[static_cast<std::size_t>(i)] = std::make_unique<ChildProcess>(
-        std::vector<std::string>{PSFLOW_TASK_BINARY, "--ps_hosts=" + join(ps_hosts), "--worker_hosts=" + join(worker_hosts),
-                                 "--job_name=ps", "--task_index=" + std::to_string(i)},
-        logs / ("ps" + std::to_string(i)));
-  }
-  ServerOptions quiet(std::chrono::milliseconds connect_timeout = 10s) const {
-    ServerOptions options;
-    options.connect_timeout = connect_timeout;
-    options.log = false;
-    return options;
-  }
-};
+using Cluster = psflow::testing::LocalCluster;
 
 Tensor f32(std::vector<float> values, Shape shape) { return Tensor::from_vector(values, std::move(shape)); }
 
@@ -176,7 +145,7 @@ TEST_CASE("a worker started before its ps waits for it, then runs") {
   }
   std::thread late_start([&] {
     std::this_thread::sleep_for(700ms);
-    cluster.start(0);
+    cluster.start_ps(0);
   });
   Session sess(g, worker.target());
   sess.run(global_variables_initializer(g));  // blocks until the ps is up
@@ -406,7 +375,7 @@ TEST_CASE("a server listens on exactly its cluster address: port 0 picks one, a 
 
 TEST_CASE("a session contacts only the tasks its graph uses") {
   Cluster cluster(2, 1, /*start_ps=*/false);
-  cluster.start(0);  // ps1 is never started
+  cluster.start_ps(0);  // ps1 is never started
   Server worker(cluster.spec(), "worker", 0, cluster.quiet(2s));
   Graph g;
   Variable on_ps0;

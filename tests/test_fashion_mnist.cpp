@@ -37,7 +37,8 @@ void write_bytes(const fs::path& path, const std::vector<char>& bytes) {
 void write_gz(const fs::path& path, const std::vector<unsigned char>& content) {
   gzFile f = gzopen(path.c_str(), "wb");
   REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, content.data(), static_cast<unsigned>(content.size())) == static_cast<int>(content.size()));
+  REQUIRE(gzwrite(f, content.data(), static_cast<unsigned>(content.size())) ==
+          static_cast<int>(content.size()));
   REQUIRE(gzclose(f) == Z_OK);
 }
 
@@ -45,7 +46,8 @@ std::vector<unsigned char> idx_header(std::uint32_t magic, std::vector<std::uint
   std::vector<unsigned char> out;
   dims.insert(dims.begin(), magic);
   for (std::uint32_t v : dims)
-    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<unsigned char>(v >> shift));
+    for (int shift = 24; shift >= 0; shift -= 8)
+      out.push_back(static_cast<unsigned char>(v >> shift));
   return out;
 }
 
@@ -54,7 +56,8 @@ struct TempDir {
   fs::path path;
   TempDir() {
     std::random_device rd;
-    path = fs::temp_directory_path() / ("psflow_fashion_mnist_" + std::to_string(rd()) + std::to_string(rd()));
+    path = fs::temp_directory_path() /
+           ("psflow_fashion_mnist_" + std::to_string(rd()) + std::to_string(rd()));
     fs::create_directories(path);
   }
   ~TempDir() {
@@ -82,7 +85,8 @@ fashion_mnist::Dataset synthetic(std::size_t n) {
 std::vector<int> example_ids(const psflow::Tensor& images) {
   std::vector<int> ids;
   for (std::size_t r = 0; r < images.shape()[0]; ++r)
-    ids.push_back(static_cast<int>(std::lround(images.data<float>()[r * fashion_mnist::kPixels] * 1000.0f)));
+    ids.push_back(
+        static_cast<int>(std::lround(images.data<float>()[r * fashion_mnist::kPixels] * 1000.0f)));
   return ids;
 }
 
@@ -116,7 +120,8 @@ void check_dataset(const fashion_mnist::Dataset& d, std::size_t n) {
 }  // namespace
 
 TEST_CASE("the real Fashion-MNIST files load with the right shapes, pixel range and labels") {
-  INFO("needs Debian's dataset-fashion-mnist package in " << kDir << " (scripts/setup.sh installs it)");
+  INFO("needs Debian's dataset-fashion-mnist package in " << kDir
+                                                          << " (scripts/setup.sh installs it)");
   REQUIRE(fs::exists(kDir + "/t10k-images-idx3-ubyte.gz"));
   check_dataset(fashion_mnist::load(kDir, fashion_mnist::Split::test), 10000);
   const fashion_mnist::Dataset train = fashion_mnist::load(kDir, fashion_mnist::Split::train);
@@ -127,7 +132,8 @@ TEST_CASE("the real Fashion-MNIST files load with the right shapes, pixel range 
   REQUIRE(odd.size() == 30000);
   CHECK(odd.label_ids[0] == train.label_ids[1]);
   CHECK(odd.label_ids[29999] == train.label_ids[59999]);
-  CHECK(std::equal(odd.images.data<float>(), odd.images.data<float>() + 784, train.images.data<float>() + 784));
+  CHECK(std::equal(odd.images.data<float>(), odd.images.data<float>() + 784,
+                   train.images.data<float>() + 784));
 }
 
 TEST_CASE("shards split the examples between workers without overlap") {
@@ -140,9 +146,12 @@ TEST_CASE("shards split the examples between workers without overlap") {
   }
   SECTION("contiguous: blocks, the first size % n one larger") {
     using fashion_mnist::ShardMode;
-    CHECK(example_ids(fashion_mnist::shard(d, 0, 3, ShardMode::contiguous).images) == std::vector<int>{0, 1, 2, 3});
-    CHECK(example_ids(fashion_mnist::shard(d, 1, 3, ShardMode::contiguous).images) == std::vector<int>{4, 5, 6});
-    CHECK(example_ids(fashion_mnist::shard(d, 2, 3, ShardMode::contiguous).images) == std::vector<int>{7, 8, 9});
+    CHECK(example_ids(fashion_mnist::shard(d, 0, 3, ShardMode::contiguous).images) ==
+          std::vector<int>{0, 1, 2, 3});
+    CHECK(example_ids(fashion_mnist::shard(d, 1, 3, ShardMode::contiguous).images) ==
+          std::vector<int>{4, 5, 6});
+    CHECK(example_ids(fashion_mnist::shard(d, 2, 3, ShardMode::contiguous).images) ==
+          std::vector<int>{7, 8, 9});
   }
   CHECK_THROWS_AS(fashion_mnist::shard(d, 3, 3), psflow::InvalidArgument);
   CHECK_THROWS_AS(fashion_mnist::shard(d, 0, 0), psflow::InvalidArgument);
@@ -166,7 +175,8 @@ TEST_CASE("the batch iterator visits every example once per epoch, reproducibly 
     }
   }
   CHECK(batches.epoch() == 1);
-  const std::vector<int> first(seen.begin(), seen.begin() + 10), second(seen.begin() + 10, seen.end());
+  const std::vector<int> first(seen.begin(), seen.begin() + 10),
+      second(seen.begin() + 10, seen.end());
   CHECK(std::set<int>(first.begin(), first.end()).size() == 10);
   CHECK(std::set<int>(second.begin(), second.end()).size() == 10);
   CHECK(first != second);  // reshuffled
@@ -184,7 +194,9 @@ TEST_CASE("the batch iterator visits every example once per epoch, reproducibly 
   CHECK_THROWS_AS(fashion_mnist::BatchIterator(d, 0, 1), psflow::InvalidArgument);
 }
 
-TEST_CASE("truncated, corrupt or inconsistent files throw DataLoss naming the file, missing ones NotFound") {
+TEST_CASE(
+    "truncated, corrupt or inconsistent files throw DataLoss naming the file, missing ones "
+    "NotFound") {
   TempDir tmp;
   const std::string labels = tmp.file("t10k-labels-idx1-ubyte.gz");
   const std::string images = tmp.file("t10k-images-idx3-ubyte.gz");
@@ -192,21 +204,26 @@ TEST_CASE("truncated, corrupt or inconsistent files throw DataLoss naming the fi
   SECTION("a gzip file cut in half") {
     const std::vector<char> real = read_bytes(kDir + "/t10k-labels-idx1-ubyte.gz");
     REQUIRE(real.size() > 100);
-    write_bytes(labels, std::vector<char>(real.begin(), real.begin() + static_cast<std::ptrdiff_t>(real.size() / 2)));
+    write_bytes(labels, std::vector<char>(real.begin(), real.begin() + static_cast<std::ptrdiff_t>(
+                                                                           real.size() / 2)));
     CHECK_THROWS_AS(fashion_mnist::read_idx_file(labels, 1), psflow::DataLoss);
-    CHECK_THROWS_WITH(fashion_mnist::read_idx_file(labels, 1), Catch::Contains(labels) && Catch::Contains("truncated"));
+    CHECK_THROWS_WITH(fashion_mnist::read_idx_file(labels, 1),
+                      Catch::Contains(labels) && Catch::Contains("truncated"));
   }
   SECTION("a truncated copy of the real image file, through load()") {
     const std::vector<char> real = read_bytes(kDir + "/t10k-images-idx3-ubyte.gz");
     REQUIRE(real.size() > 1000);
     write_bytes(images, std::vector<char>(real.begin(), real.end() - 1000));
     fs::copy_file(kDir + "/t10k-labels-idx1-ubyte.gz", labels);
-    CHECK_THROWS_AS(fashion_mnist::load(tmp.path.string(), fashion_mnist::Split::test), psflow::DataLoss);
-    CHECK_THROWS_WITH(fashion_mnist::load(tmp.path.string(), fashion_mnist::Split::test), Catch::Contains(images));
+    CHECK_THROWS_AS(fashion_mnist::load(tmp.path.string(), fashion_mnist::Split::test),
+                    psflow::DataLoss);
+    CHECK_THROWS_WITH(fashion_mnist::load(tmp.path.string(), fashion_mnist::Split::test),
+                      Catch::Contains(images));
   }
   SECTION("flipped bytes inside the compressed stream") {
     std::vector<char> real = read_bytes(kDir + "/t10k-labels-idx1-ubyte.gz");
-    for (std::size_t i = real.size() / 2; i < real.size() / 2 + 16; ++i) real[i] = static_cast<char>(~real[i]);
+    for (std::size_t i = real.size() / 2; i < real.size() / 2 + 16; ++i)
+      real[i] = static_cast<char>(~real[i]);
     write_bytes(labels, real);
     CHECK_THROWS_AS(fashion_mnist::read_idx_file(labels, 1), psflow::DataLoss);
   }
@@ -214,8 +231,9 @@ TEST_CASE("truncated, corrupt or inconsistent files throw DataLoss naming the fi
     std::vector<unsigned char> content = idx_header(0x801, {100});
     content.resize(content.size() + 60, 3);
     write_gz(labels, content);
-    CHECK_THROWS_WITH(fashion_mnist::read_idx_file(labels, 1),
-                      Catch::Contains(labels) && Catch::Contains("truncated") && Catch::Contains("100 examples"));
+    CHECK_THROWS_WITH(fashion_mnist::read_idx_file(labels, 1), Catch::Contains(labels) &&
+                                                                   Catch::Contains("truncated") &&
+                                                                   Catch::Contains("100 examples"));
   }
   SECTION("more bytes than the header claims") {
     std::vector<unsigned char> content = idx_header(0x801, {10});
@@ -225,7 +243,8 @@ TEST_CASE("truncated, corrupt or inconsistent files throw DataLoss naming the fi
   }
   SECTION("a wrong magic number (an image file read as labels)") {
     write_gz(labels, idx_header(0x803, {1, 28, 28}));
-    CHECK_THROWS_WITH(fashion_mnist::read_idx_file(labels, 1), Catch::Contains("magic number 0x00000803"));
+    CHECK_THROWS_WITH(fashion_mnist::read_idx_file(labels, 1),
+                      Catch::Contains("magic number 0x00000803"));
   }
   SECTION("images that are not 28x28") {
     std::vector<unsigned char> content = idx_header(0x803, {2, 32, 32});
@@ -258,8 +277,10 @@ TEST_CASE("truncated, corrupt or inconsistent files throw DataLoss naming the fi
     CHECK(d.images.data<float>()[0] == 1.0f);
   }
   SECTION("a missing file") {
-    CHECK_THROWS_AS(fashion_mnist::load(tmp.file("nowhere"), fashion_mnist::Split::train), psflow::NotFound);
-    CHECK_THROWS_WITH(fashion_mnist::load(tmp.file("nowhere"), fashion_mnist::Split::train),
-                      Catch::Contains("train-images-idx3-ubyte.gz") && Catch::Contains("dataset-fashion-mnist"));
+    CHECK_THROWS_AS(fashion_mnist::load(tmp.file("nowhere"), fashion_mnist::Split::train),
+                    psflow::NotFound);
+    CHECK_THROWS_WITH(
+        fashion_mnist::load(tmp.file("nowhere"), fashion_mnist::Split::train),
+        Catch::Contains("train-images-idx3-ubyte.gz") && Catch::Contains("dataset-fashion-mnist"));
   }
 }

@@ -6,7 +6,7 @@
 
 #include "psflow/psflow.hpp"
 #include "psflow/train/global_step.hpp"
-#include "support/child_process.hpp"
+#include "support/local_cluster.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
@@ -17,29 +17,9 @@ using psflow::testing::TempDir;
 
 namespace {
 
-struct PsCluster {
-  std::string ps_host = loopback(reserve_port());
-  std::vector<std::string> worker_hosts;
-  std::unique_ptr<ChildProcess> ps;
-  TempDir logs{"mts"};
-  explicit PsCluster(int workers) {
-    for (int i = 0; i < workers; ++i) worker_hosts.push_back(loopback(reserve_port()));
-    start_ps();
-  }
-  ClusterSpec spec() const { return ClusterSpec({{"ps", {ps_host}}, {"worker", worker_hosts}}); }
-  void start_ps() {
-    std::string workers;
-    for (const auto& w : worker_hosts) workers += (workers.empty() ? "" : ",") + w;
-    ps = std::make_unique<ChildProcess>(std::vector<std::string>{PSFLOW_TASK_BINARY, "--ps_hosts=" + ps_host,
-                                                                 "--worker_hosts=" + workers, "--job_name=ps", "--task_index=0"},
-                                        logs / "ps");
-  }
-  ServerOptions options() const {
-    ServerOptions o;
-    o.connect_timeout = 10s;
-    o.log = false;
-    return o;
-  }
+// One ps process and `workers` worker addresses.
+struct PsCluster : psflow::testing::LocalCluster {
+  explicit PsCluster(int workers) : LocalCluster(1, workers) {}
 };
 
 // A "model" whose training step adds 1 to w and to the global step.
@@ -73,7 +53,7 @@ train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool ch
 
 TEST_CASE("StopAtStepHook stops every worker at the shared global step") {
   PsCluster cluster(2);
-  Server w0(cluster.spec(), "worker", 0, cluster.options()), w1(cluster.spec(), "worker", 1, cluster.options());
+  Server w0(cluster.spec(), "worker", 0, cluster.quiet()), w1(cluster.spec(), "worker", 1, cluster.quiet());
   CounterModel m0(cluster.spec(), 0), m1(cluster.spec(), 1);
   train::MonitoredTrainingSession chief(m0.g, mts_options(w0, true, 60));
   std::atomic<int> other_steps{0};
@@ -99,7 +79,7 @@ TEST_CASE("StopAtStepHook stops every worker at the shared global step") {
 
 TEST_CASE("a non-chief started before the chief waits, then trains") {
   PsCluster cluster(2);
-  Server w0(cluster.spec(), "worker", 0, cluster.options()), w1(cluster.spec(), "worker", 1, cluster.options());
+  Server w0(cluster.spec(), "worker", 0, cluster.quiet()), w1(cluster.spec(), "worker", 1, cluster.quiet());
   CounterModel m0(cluster.spec(), 0), m1(cluster.spec(), 1);
   std::atomic<bool> non_chief_ready{false};
   std::int64_t seen_by_non_chief = -1;
@@ -120,7 +100,7 @@ TEST_CASE("a non-chief started before the chief waits, then trains") {
 
 TEST_CASE("a non-chief whose chief never comes gives up with DeadlineExceeded naming a variable") {
   PsCluster cluster(2);
-  Server w1(cluster.spec(), "worker", 1, cluster.options());
+  Server w1(cluster.spec(), "worker", 1, cluster.quiet());
   CounterModel m1(cluster.spec(), 1);
   auto options = mts_options(w1, false, 10);
   options.ready_deadline_secs = 1;
@@ -132,7 +112,7 @@ TEST_CASE("a non-chief whose chief never comes gives up with DeadlineExceeded na
 TEST_CASE("after the ps is killed and restarted, the chief restores its checkpoint and training continues") {
   PsCluster cluster(1);
   TempDir checkpoints("mts-ckpt");
-  Server w0(cluster.spec(), "worker", 0, cluster.options());
+  Server w0(cluster.spec(), "worker", 0, cluster.quiet());
   CounterModel m0(cluster.spec(), 0);
   auto options = mts_options(w0, true, 40);
   options.checkpoint_dir = checkpoints.path();
@@ -143,11 +123,11 @@ TEST_CASE("after the ps is killed and restarted, the chief restores its checkpoi
   const auto saved = train::latest_checkpoint(checkpoints.path());
   REQUIRE(saved);
 
-  cluster.ps->kill(SIGKILL);
-  REQUIRE(cluster.ps->wait_for(10s));
+  cluster.ps[0]->kill(SIGKILL);
+  REQUIRE(cluster.ps[0]->wait_for(10s));
   std::thread restart([&] {
     std::this_thread::sleep_for(300ms);
-    cluster.start_ps();
+    cluster.start_ps(0);
   });
   chief.run(m0.train_op);  // fails, re-creates the session (restoring), retries
   restart.join();

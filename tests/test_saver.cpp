@@ -19,6 +19,7 @@
 #include "psflow/train/checkpoint_file.hpp"
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"
+#include "support/files.hpp"
 
 using namespace psflow;
 namespace fs = std::filesystem;
@@ -44,17 +45,9 @@ struct TempDir {
   }
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::string& path) { return psflow::testing::read_file(path); }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+void write_text(const std::string& path, const std::string& text) { psflow::testing::write_file(path, text); }
 
 // A small model: a float matrix, an int64 scalar, a bool vector and (optionally) global_step.
 struct Model {

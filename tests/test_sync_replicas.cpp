@@ -7,7 +7,7 @@
 
 #include "psflow/psflow.hpp"
 #include "psflow/train/gradient_descent.hpp"
-#include "support/child_process.hpp"
+#include "support/local_cluster.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
@@ -18,26 +18,13 @@ using psflow::testing::TempDir;
 
 namespace {
 
-struct PsAndWorkers {
-  std::string ps_host = loopback(reserve_port());
-  std::vector<std::string> worker_hosts;
-  TempDir logs{"sync"};
-  std::unique_ptr<ChildProcess> ps;
+// One ps process and `n` worker Servers in this process.
+struct PsAndWorkers : psflow::testing::LocalCluster {
   std::vector<std::unique_ptr<Server>> workers;
-  explicit PsAndWorkers(int n) {
-    for (int i = 0; i < n; ++i) worker_hosts.push_back(loopback(reserve_port()));
-    std::string hosts;
-    for (const auto& w : worker_hosts) hosts += (hosts.empty() ? "" : ",") + w;
-    ps = std::make_unique<ChildProcess>(std::vector<std::string>{PSFLOW_TASK_BINARY, "--ps_hosts=" + ps_host,
-                                                                 "--worker_hosts=" + hosts, "--job_name=ps", "--task_index=0"},
-                                        logs / "ps");
-    ServerOptions o;
-    o.log = false;
-    o.connect_timeout = 10s;
-    for (int i = 0; i < n; ++i) workers.push_back(std::make_unique<Server>(spec(), "worker", i, o));
+  explicit PsAndWorkers(int n) : LocalCluster(1, n) {
+    for (int i = 0; i < n; ++i) workers.push_back(std::make_unique<Server>(spec(), "worker", i, quiet()));
   }
-  ~PsAndWorkers() { workers[0]->stop_job("ps", 2s); }
-  ClusterSpec spec() const { return ClusterSpec({{"ps", {ps_host}}, {"worker", worker_hosts}}); }
+  ~PsAndWorkers() { workers[0]->stop_job("ps", std::chrono::seconds(2)); }
 };
 
 // One replica's model: w (4 floats) with a constant gradient, trained synchronously.

@@ -21,6 +21,8 @@
 
 #include <boost/asio.hpp>
 
+#include "support/files.hpp"
+
 extern char** environ;
 
 namespace psflow::testing {
@@ -82,12 +84,7 @@ class ChildProcess {
   std::string err() const { return slurp(err_path_); }
 
  private:
-  static std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  static std::string slurp(const std::string& path) { return read_file(path); }
   pid_t pid_ = -1;
   bool exited_ = false;
   int status_ = 0;

@@ -1,0 +1,590 @@
+// The C++ twin of TensorFlow 1.x's distributed trainer.py tutorial: between-graph replicated,
+// asynchronous data-parallel training of a Fashion-MNIST classifier on ps and worker tasks.
+//
+//   trainer --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=ps --task_index=0
+//   trainer --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=0
+//   trainer --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=1
+//   trainer                     # no --job_name and no TF_CONFIG: everything in this process
+//
+// (examples/trainer/run_local_cluster.sh --ps N --workers M starts such a cluster on loopback.)
+//
+// As in the tutorial: a ps task only serves (Server::join()); each worker builds the whole model
+// under replica_device_setter, so the variables (and the optimizer's slots and updates, which
+// are colocated with them) live on the ps tasks and the forward/backward pass runs on the
+// worker, and trains with a MonitoredTrainingSession until StopAtStepHook sees the shared
+// global step reach --train_steps. Every worker feeds its own shard of the training set
+// (worker i of n gets examples i, i+n, i+2n, ...); updates are asynchronous (no
+// SyncReplicasOptimizer). Worker 0 is the chief: it initializes (or restores from
+// --checkpoint_dir) the model, prints where the variables live, logs the loss and global
+// steps/sec, and at the end evaluates the 10k test images and prints exactly one line
+// "test accuracy: 0.XXXX" to standard output (everything else goes to standard error).
+//
+// Model: MLP 784-256-128-10, relu, softmax cross-entropy, glorot_uniform weights with fixed
+// seeds, zero biases. The defaults (Adam, lr 1e-3 then 1e-4 for the last quarter, batch 100,
+// 12000 global steps: 20 epochs of the training set between all workers) reach about 0.89-0.90
+// test accuracy, in about a minute for 1 ps + 2 workers on a 2-core machine.
+//
+// The learning rate is piecewise constant, like TF's tf.train.piecewise_constant: psflow's
+// optimizers take the rate as a number, so the model has two train ops, each with its own
+// optimizer (and slots, on the ps tasks) and both advancing the global step, and every worker
+// picks the one for the global step it last saw. With one constant rate the final weights
+// keep jumping around the optimum: the test accuracy of the last step varies by +-0.5% from
+// run to run (0.8815 to 0.8963 seen with lr 1e-3); the last quarter at a tenth of the rate
+// settles them.
+//
+// Each process limits OpenBLAS to one thread (unless OPENBLAS_NUM_THREADS is set): its
+// busy-waiting threads would otherwise compete with psflow's own threads and the other tasks
+// on the same cores, and halve the throughput.
+//
+// Flags (defaults in parentheses):
+//   --ps_hosts --worker_hosts --job_name --task_index   the cluster and this task (TaskFlags;
+//                                  TF_CONFIG when no *_hosts flag is given)
+//   --train_steps (12000)          global steps to train for (all workers together)
+//   --batch_size (100)             examples per step and worker
+//   --learning_rate (0.001)
+//   --optimizer (adam)             sgd | momentum (0.9) | adagrad | adam
+//   --lr_decay (0.1) --lr_decay_at (0.75)   from global step lr_decay_at * train_steps on,
+//                                  train with learning_rate * lr_decay (1: one rate throughout)
+//   --checkpoint_dir ("")          the chief restores from / saves to it; "" for none (the
+//                                  tutorial uses /tmp/train_log)
+//   --data_dir (/usr/share/datasets/fashion-mnist)
+//   --seed (1)                     shuffling seed; worker i uses seed + i
+//   --log_every_steps (500)        chief: log loss and global steps/sec every that many steps
+//   --eval_batch_size (1000)
+//   --connect_timeout_s (30)       how long to wait for a task that is not up yet
+//   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
+//   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
+//
+// The end of training, and why no worker trips over a stopped ps
+// ----------------------------------------------------------------
+// TF's ps tasks never exit; ours do: the chief tells them to (Server::stop_job("ps")). The
+// danger is a race with the other workers: when the chief sees the global step reach the
+// target, a non-chief may still be in the middle of a step, and after its last step it still
+// talks to the ps (closing the session deregisters its partitions there). A ps that stops under
+// it turns that into Unavailable/Aborted, which MonitoredTrainingSession treats as a ps failure
+// and retries for --recovery_deadline_s; and every connect to a vanished task waits
+// --connect_timeout_s. So the chief does not just stop the ps; the end is a handshake:
+//   1. Every worker leaves its loop when StopAtStepHook sees the shared global step reach
+//      --train_steps (at most one step after the chief did, since they share the step).
+//   2. A non-chief closes its MonitoredTrainingSession (its last use of the ps), then reports
+//      done: one run of AssignAdd(1) on "trainer/workers_done", an int64 counter that lives on
+//      the chief's own task (/job:worker/task:0), not on a ps; then it exits 0.
+//      The counter is not a global variable: not checkpointed, not part of the readiness check.
+//      The chief zeroes it before it initializes the model, and a non-chief cannot finish
+//      training before the model is initialized, so no report is lost to the zeroing.
+//   3. The chief evaluates the test set, closes its session (final checkpoint), waits (reading
+//      its own counter, no network) until all other workers have reported, and only then
+//      stops the ps tasks. So in a normal run no worker ever sees a ps go away.
+//   4. If not every worker has reported within --shutdown_wait_s (one is stuck, dead or very
+//      slow), the chief asks every other worker's server to stop (those that already exited
+//      just do not answer), then stops the ps tasks anyway. A non-chief whose step or session
+//      then fails with Unavailable/Aborted (after MonitoredTrainingSession gave up recovering,
+//      within --recovery_deadline_s) checks whether its own server was stopped, which only the
+//      chief does, at the end: if so, training is over and it exits 0. Unavailable/Aborted
+//      after its loop ended (should_stop) is a clean end too: the model is trained, only the
+//      goodbye failed. Any other failure, or Unavailable/Aborted mid-training without that
+//      signal (a ps died), exits 1. A worker stopped this way does not report. (Caveat:
+//      stop_task's timeout bounds connecting, not the hello that follows, so a frozen worker
+//      whose port still accepts connections holds the chief here until it thaws.)
+// Windows left, all of them costing time, none an exit status: a non-chief's report is
+// followed by deregistering that run's partition on the chief; had the chief already exited,
+// that connect would retry for --connect_timeout_s before the worker exits 0. The chief
+// notices a report within ~20 ms and then still stops the ps, so the deregistration (a
+// message on an open connection, sent right after the reply) wins in practice. The same
+// --connect_timeout_s wait hits a late worker (case 4) whose report was already connecting
+// when the chief gave up on it.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <psflow/psflow.hpp>  // everything, the optimizers' kernels too (the ps tasks run them)
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fashion_mnist.hpp"
+
+// OpenBLAS's own threads (one per core, busy-waiting between calls) fight psflow's inter-op
+// threads and the other tasks on the same cores: with them a step costs 2-3 times the CPU.
+// Weak, so that the program still links against another BLAS.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One BLAS thread per process unless OPENBLAS_NUM_THREADS says otherwise: psflow already runs
+// independent ops in parallel, and a cluster's tasks share the machine's cores.
+void limit_blas_threads() {
+  const char* env = std::getenv("OPENBLAS_NUM_THREADS");
+  if (openblas_set_num_threads && !(env && *env)) openblas_set_num_threads(1);
+}
+
+struct TrainerFlags {
+  bool distributed = false;
+  psflow::TaskFlags task;
+  std::int64_t train_steps = 12000;
+  std::size_t batch_size = 100;
+  double learning_rate = 0.001;
+  std::string optimizer = "adam";
+  double lr_decay = 0.1;
+  double lr_decay_at = 0.75;
+  std::string checkpoint_dir;
+  std::string data_dir = fashion_mnist::kDefaultDir;
+  std::uint64_t seed = 1;
+  std::int64_t log_every_steps = 500;
+  std::size_t eval_batch_size = 1000;
+  double connect_timeout_s = 30;
+  double recovery_deadline_s = 60;
+  double shutdown_wait_s = 60;
+};
+
+void log(const std::string& line) { std::fprintf(stderr, "[trainer] %s\n", line.c_str()); }
+
+std::string format(const char* fmt, auto... args) {
+  char text[512];
+  std::snprintf(text, sizeof text, fmt, args...);
+  return text;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// ---- flags -----------------------------------------------------------------------------------
+
+template <class T>
+T parse_number(const std::string& name, const std::string& text, T min) {
+  std::size_t used = 0;
+  T value{};
+  try {
+    if constexpr (std::is_floating_point_v<T>)
+      value = static_cast<T>(std::stod(text, &used));
+    else
+      value = static_cast<T>(std::stoll(text, &used));
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < min)
+    throw psflow::InvalidArgument("--" + name + "='" + text +
+                                  "' is not a number >= " + std::to_string(min) +
+                                  " (see the comment at the top of examples/trainer/main.cpp)");
+  return value;
+}
+
+TrainerFlags parse_flags(int argc, char** argv) {
+  TrainerFlags flags;
+  std::vector<std::string> args(argv, argv + argc);
+  const char* tf_config = std::getenv("TF_CONFIG");
+  const bool have_tf_config = tf_config && *tf_config;
+  bool has_job = false;
+  for (const auto& a : args)
+    has_job = has_job || a.rfind("--job_name", 0) == 0 || a.rfind("-job_name", 0) == 0;
+  flags.distributed = has_job || have_tf_config;
+  std::vector<std::string> rest = args;
+  if (flags.distributed) {
+    flags.task = psflow::TaskFlags::parse(
+        args, have_tf_config ? std::optional<std::string_view>(tf_config) : std::nullopt);
+    rest = flags.task.remaining_args;
+  } else {
+    for (const auto& a : args)
+      if (a.rfind("--ps_hosts", 0) == 0 || a.rfind("--worker_hosts", 0) == 0 ||
+          a.rfind("--task_index", 0) == 0)
+        throw psflow::InvalidArgument(
+            "'" + a +
+            "' without --job_name: pass --job_name=ps or --job_name=worker (and "
+            "--task_index) to run one task of a cluster, or none of these flags to "
+            "train in this process");
+  }
+  for (std::size_t i = 1; i < rest.size(); ++i) {
+    std::string arg = rest[i];
+    if (arg.rfind("--", 0) != 0) throw psflow::InvalidArgument("unexpected argument '" + arg + "'");
+    arg = arg.substr(2);
+    std::string name = arg, value;
+    if (const auto eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < rest.size()) {
+      value = rest[++i];
+    } else {
+      throw psflow::InvalidArgument("flag --" + name + " needs a value (--" + name + "=<value>)");
+    }
+    if (name == "train_steps")
+      flags.train_steps = parse_number<std::int64_t>(name, value, 1);
+    else if (name == "batch_size")
+      flags.batch_size = parse_number<std::size_t>(name, value, 1);
+    else if (name == "learning_rate")
+      flags.learning_rate = parse_number<double>(name, value, 0);
+    else if (name == "optimizer")
+      flags.optimizer = value;
+    else if (name == "lr_decay")
+      flags.lr_decay = parse_number<double>(name, value, 0);
+    else if (name == "lr_decay_at")
+      flags.lr_decay_at = parse_number<double>(name, value, 0);
+    else if (name == "checkpoint_dir")
+      flags.checkpoint_dir = value;
+    else if (name == "data_dir")
+      flags.data_dir = value;
+    else if (name == "seed")
+      flags.seed = parse_number<std::uint64_t>(name, value, 0);
+    else if (name == "log_every_steps")
+      flags.log_every_steps = parse_number<std::int64_t>(name, value, 1);
+    else if (name == "eval_batch_size")
+      flags.eval_batch_size = parse_number<std::size_t>(name, value, 1);
+    else if (name == "connect_timeout_s")
+      flags.connect_timeout_s = parse_number<double>(name, value, 0.1);
+    else if (name == "recovery_deadline_s")
+      flags.recovery_deadline_s = parse_number<double>(name, value, 0);
+    else if (name == "shutdown_wait_s")
+      flags.shutdown_wait_s = parse_number<double>(name, value, 0);
+    else
+      throw psflow::InvalidArgument("unknown flag '--" + name +
+                                    "' (see the comment at the top of examples/trainer/main.cpp)");
+  }
+  if (flags.optimizer != "sgd" && flags.optimizer != "momentum" && flags.optimizer != "adagrad" &&
+      flags.optimizer != "adam")
+    throw psflow::InvalidArgument("--optimizer='" + flags.optimizer +
+                                  "': choose sgd, momentum, adagrad or adam");
+  return flags;
+}
+
+// ---- the model -------------------------------------------------------------------------------
+
+struct Model {
+  psflow::Output images;  // placeholder float32 [-1,784]
+  psflow::Output labels;  // placeholder float32 [-1,10]
+  psflow::Output logits;
+  psflow::Output loss;
+  psflow::Variable global_step;
+  psflow::Operation train_op;
+  std::unique_ptr<psflow::train::Optimizer> optimizer;
+  // From global step decay_step on: the same optimizer at learning_rate * lr_decay.
+  std::int64_t decay_step = -1;  // -1: no second phase
+  psflow::Operation decayed_train_op;
+  std::unique_ptr<psflow::train::Optimizer> decayed_optimizer;
+  // The end-of-training handshake (distributed only): see the comment at the top.
+  psflow::Operation workers_done_init, workers_done_add;
+  psflow::Output workers_done;
+};
+
+// `suffix` names a second instance (its slots and update ops): "Adam" + "_decayed".
+std::unique_ptr<psflow::train::Optimizer> make_optimizer(const TrainerFlags& flags, double lr,
+                                                         const std::string& suffix = "") {
+  using namespace psflow::train;
+  if (flags.optimizer == "sgd")
+    return std::make_unique<GradientDescentOptimizer>(lr, "GradientDescent" + suffix);
+  if (flags.optimizer == "momentum")
+    return std::make_unique<MomentumOptimizer>(lr, 0.9, false, "Momentum" + suffix);
+  if (flags.optimizer == "adagrad")
+    return std::make_unique<AdagradOptimizer>(lr, 0.1, "Adagrad" + suffix);
+  return std::make_unique<AdamOptimizer>(lr, 0.9, 0.999, 1e-8, "Adam" + suffix);
+}
+
+psflow::Output dense(psflow::Graph& graph, const std::string& name, psflow::Output x,
+                     std::size_t in, std::size_t out, std::uint64_t seed, bool relu) {
+  auto weights = psflow::get_variable(graph, name + "/weights", {in, out},
+                                      psflow::glorot_uniform_initializer(seed));
+  auto biases = psflow::get_variable(graph, name + "/biases", {out}, psflow::zeros_initializer());
+  auto scope = graph.name_scope(name);
+  psflow::Output y = psflow::ops::matmul(x, weights) + biases;
+  return relu ? psflow::ops::relu(y) : y;
+}
+
+Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
+  Model m;
+  {
+    std::optional<psflow::ScopeGuard> placement;
+    if (flags.distributed) {
+      placement.emplace(graph.device(psflow::train::replica_device_setter(
+          {.worker_device = "/job:worker/task:" + std::to_string(flags.task.task_index),
+           .cluster = flags.task.cluster,
+           .ps_strategy = psflow::train::greedy_load_balancing_strategy(
+               flags.task.cluster.num_tasks("ps"))})));
+    }
+    m.global_step = psflow::train::get_or_create_global_step(graph);
+    m.images = psflow::ops::placeholder(graph, psflow::DType::float32, {-1, 784}, "images");
+    m.labels = psflow::ops::placeholder(graph, psflow::DType::float32, {-1, 10}, "labels");
+    psflow::Output hidden1 = dense(graph, "hidden1", m.images, 784, 256, 1, true);
+    psflow::Output hidden2 = dense(graph, "hidden2", hidden1, 256, 128, 2, true);
+    m.logits = dense(graph, "softmax_linear", hidden2, 128, 10, 3, false);
+    m.loss = psflow::ops::reduce_mean(
+        psflow::ops::softmax_cross_entropy_with_logits(m.labels, m.logits), {}, false, "loss");
+    m.optimizer = make_optimizer(flags, flags.learning_rate);
+    m.train_op = m.optimizer->minimize(m.loss, m.global_step);
+    const auto decay_step =
+        static_cast<std::int64_t>(flags.lr_decay_at * static_cast<double>(flags.train_steps));
+    if (flags.lr_decay != 1 && decay_step < flags.train_steps) {
+      m.decay_step = decay_step;
+      m.decayed_optimizer = make_optimizer(flags, flags.learning_rate * flags.lr_decay, "_decayed");
+      m.decayed_train_op = m.decayed_optimizer->minimize(m.loss, m.global_step);
+    }
+  }
+  if (flags.distributed) {
+    // A plain VariableV2 (not get_variable): outside the global variables, so neither saved nor
+    // restored nor waited for by the readiness check. On the chief's task.
+    auto on_chief = graph.device("/job:worker/task:0");
+    auto scope = graph.name_scope("trainer");
+    psflow::Output counter =
+        psflow::ops::variable(graph, {}, psflow::DType::int64, "trainer/workers_done");
+    auto colocated = graph.colocate_with(counter.op());
+    m.workers_done_init =
+        psflow::ops::assign(counter, psflow::ops::constant(graph, psflow::Tensor(std::int64_t{0})),
+                            true, "zero")
+            .op();
+    m.workers_done_add =
+        psflow::ops::assign_add(
+            counter, psflow::ops::constant(graph, psflow::Tensor(std::int64_t{1})), "report")
+            .op();
+    m.workers_done = psflow::ops::identity(counter, "read");
+  }
+  return m;
+}
+
+// Where the variables live: one line per ps task (count and bytes), from each variable's
+// requested device and its shape and dtype.
+void print_placement(const psflow::Graph& graph, const TrainerFlags& flags) {
+  struct Load {
+    std::size_t count = 0, bytes = 0;
+    std::string names;
+  };
+  std::map<std::string, Load> by_device;
+  std::size_t total = 0;
+  for (const auto& v : psflow::global_variables(graph)) {
+    std::string where = v.device().empty() ? "(this process)" : v.device();
+    if (flags.distributed) {
+      const psflow::DeviceSpec spec = psflow::DeviceSpec::parse(v.device());
+      if (spec.job && spec.task)
+        where = *spec.job + std::to_string(*spec.task) + " (" + v.device() + ")";
+    }
+    Load& load = by_device[where];
+    const std::size_t bytes = psflow::num_elements(v.shape()) * psflow::dtype_size(v.dtype());
+    ++load.count;
+    load.bytes += bytes;
+    total += bytes;
+    load.names += (load.names.empty() ? "" : ", ") + v.name();
+  }
+  if (flags.distributed)
+    for (std::size_t t = 0; t < flags.task.cluster.num_tasks("ps"); ++t) {
+      const std::string device = "/job:ps/task:" + std::to_string(t);
+      by_device.try_emplace("ps" + std::to_string(t) + " (" + device + ")");
+    }
+  log(format("%zu bytes of variables in %zu places:", total, by_device.size()));
+  for (const auto& [where, load] : by_device) {
+    log(format("  %s: %zu variables, %zu bytes", where.c_str(), load.count, load.bytes));
+    if (!load.names.empty()) log("      " + load.names);
+  }
+}
+
+// ---- training --------------------------------------------------------------------------------
+
+double evaluate(psflow::Session& sess, const Model& m, const fashion_mnist::Dataset& test,
+                std::size_t batch_size) {
+  std::size_t correct = 0;
+  for (std::size_t begin = 0; begin < test.size(); begin += batch_size) {
+    const std::size_t count = std::min(batch_size, test.size() - begin);
+    fashion_mnist::Batch batch = fashion_mnist::slice(test, begin, count);
+    const psflow::Tensor logits = sess.run({m.logits}, {{m.images, batch.images}})[0];
+    const float* row = logits.data<float>();
+    for (std::size_t i = 0; i < count; ++i, row += fashion_mnist::kClasses) {
+      const auto best = std::max_element(row, row + fashion_mnist::kClasses) - row;
+      if (best == batch.label_ids[i]) ++correct;
+    }
+  }
+  return static_cast<double>(correct) / static_cast<double>(test.size());
+}
+
+bool is_peer_gone(const psflow::Error& e) {
+  return e.code() == psflow::ErrorCode::unavailable || e.code() == psflow::ErrorCode::aborted;
+}
+
+// Chief only: wait until every other worker has reported done, then stop the ps tasks.
+void end_cluster(psflow::Server& server, psflow::Graph& graph, const Model& m,
+                 const TrainerFlags& flags) {
+  const std::size_t others = flags.task.cluster.num_tasks("worker") - 1;
+  std::int64_t reported = 0;
+  if (others > 0) {
+    psflow::Session sess(graph, server.target());
+    const auto started = Clock::now();
+    auto last_log = started;
+    for (;;) {
+      reported = sess.run({m.workers_done})[0].scalar<std::int64_t>();
+      if (reported >= static_cast<std::int64_t>(others) ||
+          seconds_since(started) > flags.shutdown_wait_s)
+        break;
+      if (seconds_since(last_log) > 5) {
+        log(format("waiting for the other workers to finish: %lld of %zu done",
+                   static_cast<long long>(reported), others));
+        last_log = Clock::now();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    log(format("%lld of %zu other workers reported done after %.2f s",
+               static_cast<long long>(reported), others, seconds_since(started)));
+  }
+  if (reported < static_cast<std::int64_t>(others)) {
+    log("not every worker finished within --shutdown_wait_s: asking the unfinished ones to stop");
+    for (std::size_t t = 1; t <= others; ++t)
+      server.stop_task("worker", t, std::chrono::milliseconds(1000));
+  }
+  const std::size_t stopped = server.stop_job("ps");
+  log(format("asked the ps tasks to stop: %zu of %zu acknowledged", stopped,
+             flags.task.cluster.num_tasks("ps")));
+}
+
+int run_worker(const TrainerFlags& flags, psflow::Server* server) {
+  const bool chief = !flags.distributed || flags.task.task_index == 0;
+  const std::size_t num_workers = flags.distributed ? flags.task.cluster.num_tasks("worker") : 1;
+  const std::size_t index = flags.distributed ? flags.task.task_index : 0;
+  const std::string target = server ? server->target() : "";
+
+  // Data first: a missing or corrupt file fails before we join the cluster.
+  const auto load_started = Clock::now();
+  std::optional<fashion_mnist::Dataset> train =
+      fashion_mnist::load(flags.data_dir, fashion_mnist::Split::train);
+  if (num_workers > 1) train = fashion_mnist::shard(*train, index, num_workers);
+  std::optional<fashion_mnist::Dataset> test;
+  if (chief) test = fashion_mnist::load(flags.data_dir, fashion_mnist::Split::test);
+  log(format(
+      "worker %zu of %zu: %zu training examples (examples %zu, %zu, %zu, ...)%s, loaded in %.2f s",
+      index, num_workers, train->size(), index, index + num_workers, index + 2 * num_workers,
+      chief ? ", 10000 test examples" : "", seconds_since(load_started)));
+
+  psflow::Graph graph;
+  Model m = build_model(graph, flags);
+  if (chief) {
+    print_placement(graph, flags);
+    std::string schedule =
+        format("%s, learning rate %g", flags.optimizer.c_str(), flags.learning_rate);
+    if (m.decay_step >= 0)
+      schedule += format(", %g from global step %lld", flags.learning_rate * flags.lr_decay,
+                         static_cast<long long>(m.decay_step));
+    log(format("training %lld global steps, batch %zu per worker: %s",
+               static_cast<long long>(flags.train_steps), flags.batch_size, schedule.c_str()));
+  }
+
+  bool training_ended = false;
+  try {
+    if (chief && server) {  // zero the handshake counter before the model can be ready
+      psflow::Session sess(graph, target);
+      sess.run(m.workers_done_init);
+    }
+    psflow::train::MonitoredTrainingSessionOptions options;
+    options.master = target;
+    options.is_chief = chief;
+    options.checkpoint_dir = flags.checkpoint_dir;
+    options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
+    options.log_step_count_steps = 0;  // we log global steps/sec with the loss
+    options.recovery_deadline_secs = flags.recovery_deadline_s;
+    psflow::train::MonitoredTrainingSession mon_sess(graph, options);
+
+    fashion_mnist::BatchIterator batches(*train, flags.batch_size, flags.seed + index);
+    const auto started = Clock::now();
+    auto window_started = started;
+    // The global step so far (more than 0 after a restore, or when joining late).
+    std::int64_t step =
+        mon_sess.raw_session().run({m.global_step.value()})[0].scalar<std::int64_t>();
+    const std::int64_t first_step = step;
+    std::int64_t window_step = step, local_steps = 0;
+    std::int64_t next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
+    double loss = 0;
+    bool announced_decay = false;
+    while (!mon_sess.should_stop()) {
+      fashion_mnist::Batch batch = batches.next();
+      // The global step we last saw (+1: this step's) picks the learning rate.
+      const bool decayed = m.decay_step >= 0 && step + 1 > m.decay_step;
+      if (decayed && !announced_decay && chief)
+        log(format("global step %lld: learning rate now %g", static_cast<long long>(step),
+                   flags.learning_rate * flags.lr_decay));
+      announced_decay = announced_decay || decayed;
+      auto values = mon_sess.run({m.loss, m.global_step.value()},
+                                 {{m.images, batch.images}, {m.labels, batch.labels}},
+                                 {decayed ? m.decayed_train_op : m.train_op});
+      loss = values[0].scalar<float>();
+      step = values[1].scalar<std::int64_t>() + 1;  // read before or after this step's increment
+      ++local_steps;
+      if (chief && step >= next_log) {
+        log(format(
+            "global step %lld: loss %.4f, %.1f global steps/s (epoch %zu of this worker's shard)",
+            static_cast<long long>(step), loss,
+            static_cast<double>(step - window_step) / seconds_since(window_started),
+            batches.epoch()));
+        window_started = Clock::now();
+        window_step = step;
+        next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
+      }
+    }
+    training_ended = true;
+    const double elapsed = seconds_since(started);
+    log(format(
+        "worker %zu done: global step %lld after %.1f s, %.1f global steps/s; this worker ran %lld "
+        "steps "
+        "(%.1f/s), last loss %.4f",
+        index, static_cast<long long>(step), elapsed,
+        static_cast<double>(step - first_step) / elapsed, static_cast<long long>(local_steps),
+        static_cast<double>(local_steps) / elapsed, loss));
+
+    if (chief) {
+      const auto eval_started = Clock::now();
+      const double accuracy = evaluate(mon_sess.raw_session(), m, *test, flags.eval_batch_size);
+      std::printf("test accuracy: %.4f\n", accuracy);
+      std::fflush(stdout);
+      log(format("evaluated %zu test examples in %.2f s", test->size(),
+                 seconds_since(eval_started)));
+      mon_sess.close();  // the final checkpoint, while the ps tasks still serve
+      if (server) end_cluster(*server, graph, m, flags);
+      return 0;
+    }
+    mon_sess.close();  // our last use of the ps tasks
+    if (server && server->stopped()) {
+      log("the chief has already ended training (it stopped this task); not reporting");
+    } else if (server) {
+      psflow::Session sess(graph, target);
+      sess.run(m.workers_done_add);
+      log("reported done to the chief");
+    }
+    return 0;
+  } catch (const psflow::Error& e) {
+    if (!chief && is_peer_gone(e) && (training_ended || (server && server->stopped()))) {
+      log(std::string("training is over (") +
+          (training_ended ? "our loop had ended" : "the chief stopped this task") +
+          "); ignoring: " + e.what());
+      return 0;
+    }
+    if (chief && server) {
+      log(std::string("failed: ") + e.what() + "; asking the ps tasks to stop");
+      server->stop_job("ps", std::chrono::milliseconds(2000));
+    }
+    throw;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    limit_blas_threads();
+    const TrainerFlags flags = parse_flags(argc, argv);
+    if (!flags.distributed) return run_worker(flags, nullptr);
+    if (flags.task.job_name != "ps" && flags.task.job_name != "worker")
+      throw psflow::InvalidArgument("--job_name='" + flags.task.job_name +
+                                    "': this trainer runs ps and worker tasks");
+    psflow::ServerOptions options;
+    options.connect_timeout =
+        std::chrono::milliseconds(static_cast<long>(flags.connect_timeout_s * 1000));
+    psflow::Server server(flags.task.cluster, flags.task.job_name, flags.task.task_index, options);
+    if (flags.task.job_name == "ps") {
+      server.join();  // until the chief says training is over
+      return 0;
+    }
+    return run_worker(flags, &server);
+  } catch (
+      const std::exception& e) {  // psflow::Error says what to do; others at least what went wrong
+    std::cerr << "trainer: " << e.what() << "\n";
+    return 1;
+  }
+}
