@@ -1,0 +1,269 @@
+// Benchmark support: child processes on loopback that tell us their port, the raw-socket
+// protocol of raw_peer (the baseline every network figure is compared with), and peak RSS.
+//
+// Every wait is bounded; a Child kills (SIGKILL) only the process it started, at the latest in
+// its destructor. Ports: each child binds 127.0.0.1:0 itself and prints "PORT <n>", so no port
+// is ever guessed.
+#pragma once
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+extern char** environ;
+
+namespace psflow::bench {
+
+// ---------------------------------------------------------------------------------------------
+// For the child binaries: exit when the benchmark process that started us dies (even by
+// SIGKILL or a timeout), so that no child outlives its run.
+
+inline void die_with_parent() {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) std::_Exit(1);  // the parent is already gone
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peak resident set size (VmHWM) of a process, in bytes; -1 when it cannot be read.
+
+inline long long peak_rss_bytes(const std::string& pid = "self") {
+  std::ifstream in("/proc/" + pid + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream fields(line.substr(6));
+      long long kib = -1;
+      fields >> kib;
+      return kib < 0 ? -1 : kib * 1024;
+    }
+  }
+  return -1;
+}
+
+// Minor page faults of a process so far (field 10 of /proc/<pid>/stat); -1 when unreadable.
+// Fresh memory is very expensive to fault in on this machine (tens of µs per 4 KiB page), so
+// the benchmarks report faults per iteration next to the times.
+inline long long minor_faults(const std::string& pid = "self") {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 0; i < 8; ++i)
+    if (!(fields >> field)) return -1;  // state ppid pgrp session tty_nr tpgid flags minflt
+  return std::stoll(field);
+}
+
+// Context switches (voluntary + involuntary) of all threads of a process so far: each is a
+// thread going to sleep or being woken, i.e. a hand-off between threads or a wait on a peer.
+inline long long context_switches(const std::string& pid = "self") {
+  long long total = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + pid + "/task", ec)) {
+    std::ifstream in(task.path() / "status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find("_ctxt_switches:") != std::string::npos) total += std::stoll(line.substr(line.find(':') + 1));
+  }
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A scratch directory for child logs, removed by the destructor.
+
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name) {
+    path_ = (std::filesystem::temp_directory_path() / ("psflow-bench-" + name + "-" + std::to_string(::getpid())))
+                .string();
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string operator/(const std::string& leaf) const { return path_ + "/" + leaf; }
+
+ private:
+  std::string path_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// A child process with standard output and error in files.
+
+class Child {
+ public:
+  Child(std::vector<std::string> argv, const std::string& log_prefix)
+      : out_path_(log_prefix + ".out"), err_path_(log_prefix + ".err") {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      wait_for(std::chrono::seconds(10));
+    }
+  }
+
+  pid_t pid() const noexcept { return pid_; }
+
+  bool running() {
+    if (exited_) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      status_ = status;
+      return false;
+    }
+    return true;
+  }
+
+  // Waits up to `limit` for the process to exit; true when it did.
+  bool wait_for(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (running()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
+  int exit_code() const { return exited_ && WIFEXITED(status_) ? WEXITSTATUS(status_) : -1; }
+  std::string out() const { return slurp(out_path_); }
+  std::string err() const { return slurp(err_path_); }
+
+  // Waits (up to `limit`) for a line "<key> <value>" on standard output and returns value.
+  std::string wait_for_value(const std::string& key, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      std::istringstream lines(out());
+      std::string line;
+      while (std::getline(lines, line))
+        if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
+      if (!running())
+        throw std::runtime_error("child exited (code " + std::to_string(exit_code()) + ") before printing '" + key +
+                                 "'; its stderr: " + err());
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw std::runtime_error("child did not print '" + key + "' in time; its stderr: " + err());
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+ private:
+  static std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  std::string out_path_, err_path_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// raw_peer's protocol: blocking Boost.Asio sockets, one 16-byte request header
+// (u32 op, u32 reserved, u64 bytes), little-endian, then:
+//   fetch: the server writes `bytes` bytes of its variable buffer
+//   step:  the client writes `bytes` bytes of gradient; the server reads them into its reused
+//          gradient buffer, applies var -= grad * lr (float32) and writes the variable back
+//   echo:  the connection becomes a 4-byte echo (read 4, write 4) until the client closes it
+//   quit:  the server process exits
+
+enum class RawOp : std::uint32_t { fetch = 1, step = 2, echo = 3, quit = 4 };
+inline constexpr float kRawLearningRate = 0.001f;
+
+struct RawHeader {
+  std::uint32_t op = 0;
+  std::uint32_t reserved = 0;
+  std::uint64_t bytes = 0;
+};
+static_assert(sizeof(RawHeader) == 16);
+
+// A blocking client of raw_peer; receive buffers are allocated once and reused.
+class RawClient {
+ public:
+  explicit RawClient(unsigned short port) : socket_(io_) {
+    socket_.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    socket_.set_option(boost::asio::ip::tcp::no_delay(true));
+  }
+
+  // Reads `bytes` bytes of the server's variable into `into` (at least `bytes` long).
+  void fetch(void* into, std::uint64_t bytes) {
+    RawHeader h{static_cast<std::uint32_t>(RawOp::fetch), 0, bytes};
+    boost::asio::write(socket_, boost::asio::buffer(&h, sizeof h));
+    boost::asio::read(socket_, boost::asio::buffer(into, bytes));
+  }
+
+  // Sends a gradient, gets the updated variable back.
+  void step(const void* grad, void* var_out, std::uint64_t bytes) {
+    RawHeader h{static_cast<std::uint32_t>(RawOp::step), 0, bytes};
+    const std::vector<boost::asio::const_buffer> out{boost::asio::buffer(&h, sizeof h),
+                                                     boost::asio::buffer(grad, bytes)};
+    boost::asio::write(socket_, out);
+    boost::asio::read(socket_, boost::asio::buffer(var_out, bytes));
+  }
+
+  // Turns this connection into a 4-byte echo; then use ping().
+  void start_echo() {
+    RawHeader h{static_cast<std::uint32_t>(RawOp::echo), 0, 4};
+    boost::asio::write(socket_, boost::asio::buffer(&h, sizeof h));
+  }
+  void ping(std::uint32_t& value) {
+    boost::asio::write(socket_, boost::asio::buffer(&value, 4));
+    boost::asio::read(socket_, boost::asio::buffer(&value, 4));
+  }
+
+  void quit() {
+    RawHeader h{static_cast<std::uint32_t>(RawOp::quit), 0, 0};
+    boost::system::error_code ignored;
+    boost::asio::write(socket_, boost::asio::buffer(&h, sizeof h), ignored);
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::socket socket_;
+};
+
+// Sizes used throughout, and their labels.
+inline std::string size_label(std::uint64_t bytes) {
+  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0) return std::to_string(bytes >> 10) + "KiB";
+  return std::to_string(bytes) + "B";
+}
+
+}  // namespace psflow::bench
