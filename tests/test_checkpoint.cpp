@@ -16,34 +16,14 @@
 #include "psflow/psflow.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 #include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace psflow;
 namespace fs = std::filesystem;
 
-namespace {
+using psflow::testing::TempDir;
 
-// A fresh directory per test, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path =
-        fs::temp_directory_path() / ("psflow_test_checkpoint_" + std::to_string(::getpid()) + "_" +
-                                     std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    return out;
-  }
-};
+namespace {
 
 std::string read_bytes(const std::string& path) { return psflow::testing::read_file(path); }
 
@@ -140,7 +120,7 @@ std::string data_loss_message(const std::string& path) {
 }  // namespace
 
 TEST_CASE("checkpoint files round-trip every dtype, rank-0 and empty tensors") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto path = dir.file("all.psflow");
   const auto tensors = sample_tensors();
   train::write_checkpoint(path, tensors);
@@ -150,14 +130,14 @@ TEST_CASE("checkpoint files round-trip every dtype, rank-0 and empty tensors") {
 }
 
 TEST_CASE("a checkpoint with no tensors round-trips") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto path = dir.file("empty.psflow");
   train::write_checkpoint(path, {});
   CHECK(train::read_checkpoint(path).empty());
 }
 
 TEST_CASE("the layout is the documented one") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto path = dir.file("layout.psflow");
   train::write_checkpoint(path, {{"ab", Tensor::from_vector<std::int32_t>({7, 8})}});
   RawRecord r{"ab", 3, {2}, 8, std::string("\x07\0\0\0\x08\0\0\0", 8)};
@@ -165,7 +145,7 @@ TEST_CASE("the layout is the documented one") {
 }
 
 TEST_CASE("writing replaces the old file whole") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto path = dir.file("model.psflow");
   train::write_checkpoint(path, {{"a", Tensor(1.0f)}});
   train::write_checkpoint(path, {{"b", Tensor(std::int64_t{2})}});
@@ -177,7 +157,7 @@ TEST_CASE("writing replaces the old file whole") {
 }
 
 TEST_CASE("a flipped byte anywhere in the file is DataLoss naming the file") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto good = dir.file("good.psflow");
   train::write_checkpoint(good, sample_tensors());
   const std::string bytes = read_bytes(good);
@@ -192,7 +172,7 @@ TEST_CASE("a flipped byte anywhere in the file is DataLoss naming the file") {
 }
 
 TEST_CASE("damaged data and a damaged index are each reported as a failed checksum") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto path = dir.file("x.psflow");
   train::write_checkpoint(path, {{"weights", Tensor::from_vector<float>({1, 2, 3, 4})}});
   const std::string bytes = read_bytes(path);
@@ -218,7 +198,7 @@ TEST_CASE("damaged data and a damaged index are each reported as a failed checks
 }
 
 TEST_CASE("truncation at any offset is DataLoss") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto good = dir.file("good.psflow");
   train::write_checkpoint(good, sample_tensors());
   const std::string bytes = read_bytes(good);
@@ -231,7 +211,7 @@ TEST_CASE("truncation at any offset is DataLoss") {
 }
 
 TEST_CASE("trailing bytes after the trailer are DataLoss") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto path = dir.file("x.psflow");
   train::write_checkpoint(path, {{"a", Tensor(1.0)}});
   write_bytes(path, read_bytes(path) + "extra");
@@ -239,7 +219,7 @@ TEST_CASE("trailing bytes after the trailer are DataLoss") {
 }
 
 TEST_CASE("sizes that claim more than the file holds are rejected before allocating") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto path = dir.file("liar.psflow");
   const std::uint64_t huge = std::uint64_t{1} << 40;
   // A consistent record (valid checksums) whose data would be 4 TiB.
@@ -259,7 +239,7 @@ TEST_CASE("sizes that claim more than the file holds are rejected before allocat
 }
 
 TEST_CASE("an unknown dtype, a shape that disagrees with the byte count, a bad bool: DataLoss") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto path = dir.file("x.psflow");
   write_bytes(path, craft({RawRecord{"w", 77, {1}, 4, "abcd"}}));
   CHECK_THAT(data_loss_message(path), Catch::Contains("unknown dtype code 77"));
@@ -279,7 +259,7 @@ TEST_CASE("an unknown dtype, a shape that disagrees with the byte count, a bad b
 
 TEST_CASE(
     "garbage and empty files are DataLoss, a missing file NotFound, a directory InvalidArgument") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto path = dir.file("garbage");
   std::mt19937 rng(7);
   std::string garbage(1000, '\0');
@@ -296,11 +276,11 @@ TEST_CASE(
   const auto missing = dir.file("missing.psflow");
   CHECK_THROWS_AS(train::read_checkpoint(missing), NotFound);
   CHECK_THROWS_WITH(train::read_checkpoint(missing), Catch::Contains(missing));
-  CHECK_THROWS_AS(train::read_checkpoint(dir.path.string()), InvalidArgument);
+  CHECK_THROWS_AS(train::read_checkpoint(dir.path()), InvalidArgument);
 }
 
 TEST_CASE("a failed write is a typed error and leaves no file behind") {
-  TempDir dir;
+  TempDir dir("checkpoint");
   // Into a directory that does not exist.
   const auto nowhere = dir.file("no/such/dir/x.psflow");
   CHECK_THROWS_AS(train::write_checkpoint(nowhere, {{"a", Tensor(1.0f)}}), NotFound);
@@ -309,8 +289,8 @@ TEST_CASE("a failed write is a typed error and leaves no file behind") {
   CHECK(dir.entries().empty());
 
   // Over a path that is a directory: everything is written, then the rename fails.
-  fs::create_directory(dir.path / "taken");
-  fs::create_directory(dir.path / "taken" / "child");
+  fs::create_directory(fs::path(dir.path()) / "taken");
+  fs::create_directory(fs::path(dir.path()) / "taken" / "child");
   CHECK_THROWS_AS(train::write_checkpoint(dir.file("taken"), {{"a", Tensor(1.0f)}}), Error);
   CHECK(dir.entries() == std::vector<std::string>{"taken"});
 

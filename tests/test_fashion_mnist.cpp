@@ -16,8 +16,11 @@
 #include <vector>
 
 #include "trainer/fashion_mnist.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
+
+using psflow::testing::TempDir;
 
 namespace {
 
@@ -50,22 +53,6 @@ std::vector<unsigned char> idx_header(std::uint32_t magic, std::vector<std::uint
       out.push_back(static_cast<unsigned char>(v >> shift));
   return out;
 }
-
-// A fresh directory under the system's temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() /
-           ("psflow_fashion_mnist_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // n examples; example i has every pixel i / 1000 and label i % 10.
 fashion_mnist::Dataset synthetic(std::size_t n) {
@@ -197,7 +184,7 @@ TEST_CASE("the batch iterator visits every example once per epoch, reproducibly 
 TEST_CASE(
     "truncated, corrupt or inconsistent files throw DataLoss naming the file, missing ones "
     "NotFound") {
-  TempDir tmp;
+  TempDir tmp("fashion_mnist");
   const std::string labels = tmp.file("t10k-labels-idx1-ubyte.gz");
   const std::string images = tmp.file("t10k-images-idx3-ubyte.gz");
 
@@ -215,9 +202,9 @@ TEST_CASE(
     REQUIRE(real.size() > 1000);
     write_bytes(images, std::vector<char>(real.begin(), real.end() - 1000));
     fs::copy_file(kDir + "/t10k-labels-idx1-ubyte.gz", labels);
-    CHECK_THROWS_AS(fashion_mnist::load(tmp.path.string(), fashion_mnist::Split::test),
+    CHECK_THROWS_AS(fashion_mnist::load(tmp.path(), fashion_mnist::Split::test),
                     psflow::DataLoss);
-    CHECK_THROWS_WITH(fashion_mnist::load(tmp.path.string(), fashion_mnist::Split::test),
+    CHECK_THROWS_WITH(fashion_mnist::load(tmp.path(), fashion_mnist::Split::test),
                       Catch::Contains(images));
   }
   SECTION("flipped bytes inside the compressed stream") {

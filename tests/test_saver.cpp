@@ -20,30 +20,15 @@
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"
 #include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace psflow;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-namespace {
+using psflow::testing::TempDir;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("psflow_test_saver_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str(const std::string& name = "") const {
-    return name.empty() ? path.string() : (path / name).string();
-  }
-};
+namespace {
 
 std::string read_text(const std::string& path) { return psflow::testing::read_file(path); }
 
@@ -101,16 +86,16 @@ TEST_CASE("IsVariableInitialized says whether a variable holds a value, on its d
 }
 
 TEST_CASE("save then restore brings the saved values back") {
-  TempDir dir;
+  TempDir dir("saver");
   Model m;
   train::Saver saver(m.g);
   Session sess(m.g);
   sess.run(global_variables_initializer(m.g));
   m.set(sess, m.flags, Tensor::from_vector<bool>({true, false, true}));
-  const std::string path = saver.save(sess, dir.str("model.ckpt"));
-  CHECK(path == dir.str("model.ckpt"));
+  const std::string path = saver.save(sess, dir.file("model.ckpt"));
+  CHECK(path == dir.file("model.ckpt"));
   CHECK(fs::exists(train::checkpoint_file_path(path)));
-  CHECK(read_text(dir.str("checkpoint")) ==
+  CHECK(read_text(dir.file("checkpoint")) ==
         "model_checkpoint_path: \"model.ckpt\"\nall_model_checkpoint_paths: \"model.ckpt\"\n");
 
   m.set(sess, m.w, Tensor::filled(9.0f, {2, 2}));
@@ -133,14 +118,14 @@ TEST_CASE("save then restore brings the saved values back") {
 }
 
 TEST_CASE("restore works in a fresh graph whose variables were never initialized") {
-  TempDir dir;
+  TempDir dir("saver");
   std::string path;
   {
     Model m(true, 4.0);
     train::Saver saver(m.g);
     Session sess(m.g);
     sess.run(global_variables_initializer(m.g));
-    path = saver.save(sess, dir.str("model.ckpt"), 12);
+    path = saver.save(sess, dir.file("model.ckpt"), 12);
   }
   Model fresh;
   train::Saver saver(fresh.g);
@@ -151,69 +136,69 @@ TEST_CASE("restore works in a fresh graph whose variables were never initialized
 }
 
 TEST_CASE("global steps number the checkpoints and max_to_keep prunes the oldest") {
-  TempDir dir;
+  TempDir dir("saver");
   Model m;
   train::Saver saver(m.g, 2);
   Session sess(m.g);
   sess.run(global_variables_initializer(m.g));
   for (std::int64_t step = 1; step <= 4; ++step)
-    CHECK(saver.save(sess, dir.str("model.ckpt"), step) ==
-          dir.str("model.ckpt-" + std::to_string(step)));
+    CHECK(saver.save(sess, dir.file("model.ckpt"), step) ==
+          dir.file("model.ckpt-" + std::to_string(step)));
   for (int step = 1; step <= 4; ++step)
-    CHECK(fs::exists(dir.str("model.ckpt-" + std::to_string(step) + ".psflow")) == (step >= 3));
-  CHECK(read_text(dir.str("checkpoint")) ==
+    CHECK(fs::exists(dir.file("model.ckpt-" + std::to_string(step) + ".psflow")) == (step >= 3));
+  CHECK(read_text(dir.file("checkpoint")) ==
         "model_checkpoint_path: \"model.ckpt-4\"\n"
         "all_model_checkpoint_paths: \"model.ckpt-3\"\n"
         "all_model_checkpoint_paths: \"model.ckpt-4\"\n");
   CHECK(saver.last_checkpoints() ==
-        std::vector<std::string>{dir.str("model.ckpt-3"), dir.str("model.ckpt-4")});
-  CHECK(train::latest_checkpoint(dir.str()) == dir.str("model.ckpt-4"));
+        std::vector<std::string>{dir.file("model.ckpt-3"), dir.file("model.ckpt-4")});
+  CHECK(train::latest_checkpoint(dir.path()) == dir.file("model.ckpt-4"));
 
   // Saving the same step again makes it the newest without duplicating it.
-  saver.save(sess, dir.str("model.ckpt"), 3);
+  saver.save(sess, dir.file("model.ckpt"), 3);
   CHECK(saver.last_checkpoints() ==
-        std::vector<std::string>{dir.str("model.ckpt-4"), dir.str("model.ckpt-3")});
-  CHECK(train::latest_checkpoint(dir.str()) == dir.str("model.ckpt-3"));
+        std::vector<std::string>{dir.file("model.ckpt-4"), dir.file("model.ckpt-3")});
+  CHECK(train::latest_checkpoint(dir.path()) == dir.file("model.ckpt-3"));
 
   // A new Saver on the same directory carries on pruning what the old one kept.
   train::Saver next(m.g, 2);
-  next.save(sess, dir.str("model.ckpt"), 5);
-  CHECK_FALSE(fs::exists(dir.str("model.ckpt-4.psflow")));
-  CHECK(fs::exists(dir.str("model.ckpt-3.psflow")));
-  CHECK(fs::exists(dir.str("model.ckpt-5.psflow")));
+  next.save(sess, dir.file("model.ckpt"), 5);
+  CHECK_FALSE(fs::exists(dir.file("model.ckpt-4.psflow")));
+  CHECK(fs::exists(dir.file("model.ckpt-3.psflow")));
+  CHECK(fs::exists(dir.file("model.ckpt-5.psflow")));
 }
 
 TEST_CASE("max_to_keep 0 keeps every checkpoint file") {
-  TempDir dir;
+  TempDir dir("saver");
   Model m;
   train::Saver saver(m.g, 0);
   Session sess(m.g);
   sess.run(global_variables_initializer(m.g));
-  for (std::int64_t step = 0; step < 8; ++step) saver.save(sess, dir.str("model.ckpt"), step);
+  for (std::int64_t step = 0; step < 8; ++step) saver.save(sess, dir.file("model.ckpt"), step);
   for (int step = 0; step < 8; ++step)
-    CHECK(fs::exists(dir.str("model.ckpt-" + std::to_string(step) + ".psflow")));
-  CHECK(train::latest_checkpoint(dir.str()) == dir.str("model.ckpt-7"));
+    CHECK(fs::exists(dir.file("model.ckpt-" + std::to_string(step) + ".psflow")));
+  CHECK(train::latest_checkpoint(dir.path()) == dir.file("model.ckpt-7"));
 }
 
 TEST_CASE("latest_checkpoint: missing, stale, TF-written and corrupt state files") {
-  TempDir dir;
-  CHECK_FALSE(train::latest_checkpoint(dir.str("no/such/dir")));
-  CHECK_FALSE(train::latest_checkpoint(dir.str()));
+  TempDir dir("saver");
+  CHECK_FALSE(train::latest_checkpoint(dir.file("no/such/dir")));
+  CHECK_FALSE(train::latest_checkpoint(dir.path()));
 
-  train::write_checkpoint(dir.str("model.ckpt-7.psflow"), {{"w", Tensor(1.0f)}});
+  train::write_checkpoint(dir.file("model.ckpt-7.psflow"), {{"w", Tensor(1.0f)}});
   // What TF writes, timestamps included; the checkpoint exists.
-  write_text(dir.str("checkpoint"),
+  write_text(dir.file("checkpoint"),
              "model_checkpoint_path: \"model.ckpt-7\"\n"
              "all_model_checkpoint_paths: \"model.ckpt-7\"\n"
              "all_model_checkpoint_timestamps: 1700000000.5\n"
              "last_preserved_timestamp: 1699999999.25\n");
-  CHECK(train::latest_checkpoint(dir.str()) == dir.str("model.ckpt-7"));
+  CHECK(train::latest_checkpoint(dir.path()) == dir.file("model.ckpt-7"));
   // An absolute path is used as is.
-  write_text(dir.str("checkpoint"), "model_checkpoint_path: \"" + dir.str("model.ckpt-7") + "\"\n");
-  CHECK(train::latest_checkpoint(dir.str()) == dir.str("model.ckpt-7"));
+  write_text(dir.file("checkpoint"), "model_checkpoint_path: \"" + dir.file("model.ckpt-7") + "\"\n");
+  CHECK(train::latest_checkpoint(dir.path()) == dir.file("model.ckpt-7"));
   // A state file naming a checkpoint that is gone.
-  write_text(dir.str("checkpoint"), "model_checkpoint_path: \"model.ckpt-9\"\n");
-  CHECK_FALSE(train::latest_checkpoint(dir.str()));
+  write_text(dir.file("checkpoint"), "model_checkpoint_path: \"model.ckpt-9\"\n");
+  CHECK_FALSE(train::latest_checkpoint(dir.path()));
 
   const std::vector<std::string> corrupt = {"model_checkpoint_path: model.ckpt-7\n", "garbage\n",
                                             "model_checkpoint_path: \"unterminated\n",
@@ -221,19 +206,19 @@ TEST_CASE("latest_checkpoint: missing, stale, TF-written and corrupt state files
                                             std::string("\0\x01\x02", 3)};
   for (const auto& bad : corrupt) {
     INFO(bad);
-    write_text(dir.str("checkpoint"), bad);
-    CHECK_THROWS_AS(train::latest_checkpoint(dir.str()), DataLoss);
-    CHECK_THROWS_WITH(train::latest_checkpoint(dir.str()), Catch::Contains(dir.str("checkpoint")));
+    write_text(dir.file("checkpoint"), bad);
+    CHECK_THROWS_AS(train::latest_checkpoint(dir.path()), DataLoss);
+    CHECK_THROWS_WITH(train::latest_checkpoint(dir.path()), Catch::Contains(dir.file("checkpoint")));
   }
 }
 
 TEST_CASE("restoring a corrupt checkpoint is DataLoss naming the file, and changes nothing") {
-  TempDir dir;
+  TempDir dir("saver");
   Model m;
   train::Saver saver(m.g);
   Session sess(m.g);
   sess.run(global_variables_initializer(m.g));
-  const std::string path = saver.save(sess, dir.str("model.ckpt"), 1);
+  const std::string path = saver.save(sess, dir.file("model.ckpt"), 1);
   const std::string file = train::checkpoint_file_path(path);
   std::string bytes = read_text(file);
   bytes[bytes.size() - 20] ^= 0x01;  // inside the last tensor's data
@@ -246,18 +231,18 @@ TEST_CASE("restoring a corrupt checkpoint is DataLoss naming the file, and chang
   CHECK(m.get(sess, m.w).equals(Tensor::filled(2.0f, {2, 2})));
   CHECK(m.get(sess, m.count).scalar<std::int64_t>() == 8);
 
-  CHECK_THROWS_AS(saver.restore(sess, dir.str("model.ckpt-99")), NotFound);
-  CHECK_THROWS_WITH(saver.restore(sess, dir.str("model.ckpt-99")),
+  CHECK_THROWS_AS(saver.restore(sess, dir.file("model.ckpt-99")), NotFound);
+  CHECK_THROWS_WITH(saver.restore(sess, dir.file("model.ckpt-99")),
                     Catch::Contains("model.ckpt-99"));
 }
 
 TEST_CASE("a checkpoint lacking a variable, or holding the wrong dtype or shape, is refused") {
-  TempDir dir;
+  TempDir dir("saver");
   Model m(false);
   train::Saver saver(m.g);
   Session sess(m.g);
   sess.run(global_variables_initializer(m.g));
-  const auto file = dir.str("partial.psflow");
+  const auto file = dir.file("partial.psflow");
   auto check_untouched = [&] {
     CHECK(m.get(sess, m.w).equals(Tensor::filled(1.0f, {2, 2})));
     CHECK(m.get(sess, m.count).scalar<std::int64_t>() == 5);
@@ -292,28 +277,28 @@ TEST_CASE("a checkpoint lacking a variable, or holding the wrong dtype or shape,
 }
 
 TEST_CASE("save fails cleanly on an uninitialized variable or a missing directory") {
-  TempDir dir;
+  TempDir dir("saver");
   Model m;
   train::Saver saver(m.g);
   Session sess(m.g);
-  CHECK_THROWS_AS(saver.save(sess, dir.str("model.ckpt"), 1), FailedPrecondition);
-  CHECK(fs::is_empty(dir.path));
+  CHECK_THROWS_AS(saver.save(sess, dir.file("model.ckpt"), 1), FailedPrecondition);
+  CHECK(fs::is_empty(dir.path()));
   sess.run(global_variables_initializer(m.g));
-  CHECK_THROWS_AS(saver.save(sess, dir.str("missing/model.ckpt"), 1), NotFound);
-  CHECK(fs::is_empty(dir.path));
+  CHECK_THROWS_AS(saver.save(sess, dir.file("missing/model.ckpt"), 1), NotFound);
+  CHECK(fs::is_empty(dir.path()));
 }
 
 TEST_CASE("Supervisor chief: initializes, saves at once and at stop; a restart restores") {
-  TempDir dir;
+  TempDir dir("saver");
   {
     Model m;
     train::SupervisorOptions options;
-    options.logdir = dir.str("logs");  // created by the Supervisor
+    options.logdir = dir.file("logs");  // created by the Supervisor
     train::Supervisor sv(m.g, options);
     Session& sess = sv.managed_session();
     CHECK(m.get(sess, m.w).equals(Tensor::filled(1.0f, {2, 2})));
-    CHECK(fs::exists(dir.str("logs/model.ckpt-0.psflow")));
-    CHECK(train::latest_checkpoint(options.logdir) == dir.str("logs/model.ckpt-0"));
+    CHECK(fs::exists(dir.file("logs/model.ckpt-0.psflow")));
+    CHECK(train::latest_checkpoint(options.logdir) == dir.file("logs/model.ckpt-0"));
     CHECK_THROWS_AS(sv.managed_session(), FailedPrecondition);
 
     m.set(sess, m.w, Tensor::filled(7.0f, {2, 2}));
@@ -322,31 +307,31 @@ TEST_CASE("Supervisor chief: initializes, saves at once and at stop; a restart r
     sv.stop();
     CHECK(sv.should_stop());
     CHECK(sess.closed());
-    CHECK(train::latest_checkpoint(options.logdir) == dir.str("logs/model.ckpt-5"));
+    CHECK(train::latest_checkpoint(options.logdir) == dir.file("logs/model.ckpt-5"));
   }
   // A new process (a new graph): the Supervisor restores instead of initializing.
   Model m;
   train::SupervisorOptions options;
-  options.logdir = dir.str("logs");
+  options.logdir = dir.file("logs");
   train::Supervisor sv(m.g, options);
   Session& sess = sv.managed_session();
   CHECK(m.get(sess, m.w).equals(Tensor::filled(7.0f, {2, 2})));
   CHECK(m.get(sess, m.step).scalar<std::int64_t>() == 5);
-  CHECK(train::latest_checkpoint(options.logdir) == dir.str("logs/model.ckpt-5"));
+  CHECK(train::latest_checkpoint(options.logdir) == dir.file("logs/model.ckpt-5"));
 }
 
 TEST_CASE("Supervisor chief saves every save_model_secs from its background thread") {
-  TempDir dir;
+  TempDir dir("saver");
   Model m;
   train::SupervisorOptions options;
-  options.logdir = dir.str();
+  options.logdir = dir.path();
   options.save_model_secs = 0.05;
   train::Supervisor sv(m.g, options);
   Session& sess = sv.managed_session();
   m.set(sess, m.step, Tensor(std::int64_t{42}));
   const bool saved = wait_for([&] {
-    return train::latest_checkpoint(dir.str()) ==
-           std::optional<std::string>(dir.str("model.ckpt-42"));
+    return train::latest_checkpoint(dir.path()) ==
+           std::optional<std::string>(dir.file("model.ckpt-42"));
   });
   CHECK(saved);
   sv.request_stop();

@@ -22,6 +22,7 @@
 #include <boost/asio.hpp>
 
 #include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 extern char** environ;
 
@@ -99,30 +100,5 @@ inline unsigned short reserve_port() {
 }
 
 inline std::string loopback(unsigned short port) { return "127.0.0.1:" + std::to_string(port); }
-
-// A scratch directory for one test, removed by the destructor.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name) {
-    path_ = (std::filesystem::temp_directory_path() /
-             ("psflow-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++)))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& leaf) const { return path_ + "/" + leaf; }
-
- private:
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-  std::string path_;
-};
 
 }  // namespace psflow::testing
