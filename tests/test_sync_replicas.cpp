@@ -96,6 +96,27 @@ TEST_CASE("a token dequeue waits, times out naming the chief, and a closed queue
   CHECK_THROWS_AS(waiting.get(), OutOfRange);
 }
 
+TEST_CASE("releasing waiters hands a token to every replica waiting now, and to nobody later") {
+  Graph g;
+  Output dequeue = ops::token_queue_dequeue(g, "q", 0);
+  Output release = ops::token_queue_release_waiters(ops::constant(g, Tensor(std::int64_t{42})), "q");
+  Output size = ops::token_queue_size(g, "q");
+  Session sess(g);
+  CHECK(sess.run({release})[0].scalar<std::int64_t>() == 0);  // nobody waits: no token is kept
+  CHECK(sess.run({size})[0].scalar<std::int64_t>() == 0);
+  auto first = std::async(std::launch::async, [&] { return sess.run({dequeue})[0].scalar<std::int64_t>(); });
+  auto second = std::async(std::launch::async, [&] { return sess.run({dequeue})[0].scalar<std::int64_t>(); });
+  std::int64_t released = 0;
+  for (int i = 0; i < 200 && released < 2; ++i) {  // the two dequeues start waiting soon
+    std::this_thread::sleep_for(10ms);
+    released += sess.run({release})[0].scalar<std::int64_t>();
+  }
+  CHECK(released == 2);
+  CHECK(first.get() == 42);
+  CHECK(second.get() == 42);
+  CHECK(sess.run({size})[0].scalar<std::int64_t>() == 0);
+}
+
 TEST_CASE("sync training with 4 workers x 500 steps applies exactly 500 averaged updates") {
   constexpr int kWorkers = 4, kSteps = 500;
   PsAndWorkers cluster(kWorkers);

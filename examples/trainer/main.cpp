@@ -13,8 +13,9 @@
 // are colocated with them) live on the ps tasks and the forward/backward pass runs on the
 // worker, and trains with a MonitoredTrainingSession until StopAtStepHook sees the shared
 // global step reach --train_steps. Every worker feeds its own shard of the training set
-// (worker i of n gets examples i, i+n, i+2n, ...); updates are asynchronous (no
-// SyncReplicasOptimizer). Worker 0 is the chief: it initializes (or restores from
+// (worker i of n gets examples i, i+n, i+2n, ...). Updates are asynchronous, or with
+// --sync_replicas synchronous through a SyncReplicasOptimizer: every global step averages the
+// gradients of --replicas_to_aggregate workers (the others are backups). Worker 0 is the chief: it initializes (or restores from
 // --checkpoint_dir) the model, prints where the variables live, logs the loss and global
 // steps/sec, and at the end evaluates the 10k test images and prints exactly one line
 // "test accuracy: 0.XXXX" to standard output (everything else goes to standard error).
@@ -47,6 +48,14 @@
 //                                  train with learning_rate * lr_decay (1: one rate throughout)
 //   --checkpoint_dir ("")          the chief restores from / saves to it; "" for none (the
 //                                  tutorial uses /tmp/train_log)
+//   --save_checkpoint_steps (0)    chief: also save every that many global steps (0: only
+//                                  every 600 s, at the start and at the end)
+//   --sync_replicas                synchronous training (SyncReplicasOptimizer); one learning
+//                                  rate throughout (--lr_decay is ignored: it would need a
+//                                  second synchronous optimizer)
+//   --replicas_to_aggregate (all workers)   gradients averaged per global step in sync mode
+//   --token_timeout_s (60)         sync mode: how long a worker waits for the chief's go-ahead
+//                                  before it fails with DeadlineExceeded
 //   --data_dir (/usr/share/datasets/fashion-mnist)
 //   --seed (1)                     shuffling seed; worker i uses seed + i
 //   --log_every_steps (500)        chief: log loss and global steps/sec every that many steps
@@ -135,6 +144,10 @@ struct TrainerFlags {
   double lr_decay = 0.1;
   double lr_decay_at = 0.75;
   std::string checkpoint_dir;
+  std::int64_t save_checkpoint_steps = 0;
+  bool sync_replicas = false;
+  int replicas_to_aggregate = 0;  // 0: every worker
+  double token_timeout_s = 60;
   std::string data_dir = fashion_mnist::kDefaultDir;
   std::uint64_t seed = 1;
   std::int64_t log_every_steps = 500;
@@ -206,6 +219,10 @@ TrainerFlags parse_flags(int argc, char** argv) {
     if (arg.rfind("--", 0) != 0) throw psflow::InvalidArgument("unexpected argument '" + arg + "'");
     arg = arg.substr(2);
     std::string name = arg, value;
+    if (arg == "sync_replicas") {  // a switch: no value
+      flags.sync_replicas = true;
+      continue;
+    }
     if (const auto eq = arg.find('='); eq != std::string::npos) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
@@ -228,6 +245,14 @@ TrainerFlags parse_flags(int argc, char** argv) {
       flags.lr_decay_at = parse_number<double>(name, value, 0);
     else if (name == "checkpoint_dir")
       flags.checkpoint_dir = value;
+    else if (name == "save_checkpoint_steps")
+      flags.save_checkpoint_steps = parse_number<std::int64_t>(name, value, 0);
+    else if (name == "sync_replicas" && (value == "true" || value == "false"))
+      flags.sync_replicas = value == "true";
+    else if (name == "replicas_to_aggregate")
+      flags.replicas_to_aggregate = parse_number<int>(name, value, 1);
+    else if (name == "token_timeout_s")
+      flags.token_timeout_s = parse_number<double>(name, value, 0.1);
     else if (name == "data_dir")
       flags.data_dir = value;
     else if (name == "seed")
@@ -250,6 +275,15 @@ TrainerFlags parse_flags(int argc, char** argv) {
       flags.optimizer != "adam")
     throw psflow::InvalidArgument("--optimizer='" + flags.optimizer +
                                   "': choose sgd, momentum, adagrad or adam");
+  const int workers =
+      flags.distributed ? static_cast<int>(flags.task.cluster.num_tasks("worker")) : 1;
+  if (flags.replicas_to_aggregate == 0) flags.replicas_to_aggregate = workers;
+  if (flags.sync_replicas && flags.replicas_to_aggregate > workers)
+    throw psflow::InvalidArgument(
+        "--replicas_to_aggregate=" + std::to_string(flags.replicas_to_aggregate) +
+        " is more than the " + std::to_string(workers) +
+        " worker(s): every global step would wait forever; pass at most the number of workers");
+  if (flags.sync_replicas) flags.lr_decay = 1;
   return flags;
 }
 
@@ -263,6 +297,7 @@ struct Model {
   psflow::Variable global_step;
   psflow::Operation train_op;
   std::unique_ptr<psflow::train::Optimizer> optimizer;
+  std::unique_ptr<psflow::train::SyncReplicasOptimizer> sync;  // --sync_replicas
   // From global step decay_step on: the same optimizer at learning_rate * lr_decay.
   std::int64_t decay_step = -1;  // -1: no second phase
   psflow::Operation decayed_train_op;
@@ -315,7 +350,17 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
     m.loss = psflow::ops::reduce_mean(
         psflow::ops::softmax_cross_entropy_with_logits(m.labels, m.logits), {}, false, "loss");
     m.optimizer = make_optimizer(flags, flags.learning_rate);
-    m.train_op = m.optimizer->minimize(m.loss, m.global_step);
+    if (flags.sync_replicas) {
+      const int workers =
+          flags.distributed ? static_cast<int>(flags.task.cluster.num_tasks("worker")) : 1;
+      m.sync = std::make_unique<psflow::train::SyncReplicasOptimizer>(
+          *m.optimizer, flags.replicas_to_aggregate, workers,
+          psflow::train::SyncReplicasOptions{
+              static_cast<std::int64_t>(flags.token_timeout_s * 1000)});
+      m.train_op = m.sync->minimize(m.loss, m.global_step);
+    } else {
+      m.train_op = m.optimizer->minimize(m.loss, m.global_step);
+    }
     const auto decay_step =
         static_cast<std::int64_t>(flags.lr_decay_at * static_cast<double>(flags.train_steps));
     if (flags.lr_decay != 1 && decay_step < flags.train_steps) {
@@ -463,6 +508,9 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
     if (m.decay_step >= 0)
       schedule += format(", %g from global step %lld", flags.learning_rate * flags.lr_decay,
                          static_cast<long long>(m.decay_step));
+    if (flags.sync_replicas)
+      schedule += format("; synchronous: each global step averages %d workers' gradients",
+                         flags.replicas_to_aggregate);
     log(format("training %lld global steps, batch %zu per worker: %s",
                static_cast<long long>(flags.train_steps), flags.batch_size, schedule.c_str()));
   }
@@ -478,6 +526,8 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
     options.is_chief = chief;
     options.checkpoint_dir = flags.checkpoint_dir;
     options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
+    if (m.sync) options.hooks.push_back(m.sync->make_session_run_hook(chief));
+    if (flags.save_checkpoint_steps > 0) options.save_checkpoint_steps = flags.save_checkpoint_steps;
     options.log_step_count_steps = 0;  // we log global steps/sec with the loss
     options.recovery_deadline_secs = flags.recovery_deadline_s;
     psflow::train::MonitoredTrainingSession mon_sess(graph, options);
@@ -489,6 +539,7 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
     std::int64_t step =
         mon_sess.raw_session().run({m.global_step.value()})[0].scalar<std::int64_t>();
     const std::int64_t first_step = step;
+    log(format("worker %zu: starting at global step %lld", index, static_cast<long long>(step)));
     std::int64_t window_step = step, local_steps = 0;
     std::int64_t next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
     double loss = 0;

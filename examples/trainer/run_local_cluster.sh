@@ -8,7 +8,10 @@
 #
 # The trainer binary is $TRAINER, default ./build/examples/trainer/trainer.
 # Exits 0 when every task exited 0; otherwise, as soon as one task fails, stops the others and
-# exits with that task's status. After --timeout seconds (default 900) it stops everything and
+# exits with that task's status. With --keep_going a failed task does not stop the others (to
+# try the failure scenarios of README's recovery table by hand: kill a task with the command
+# printed when it started, start it again with its printed command line in another terminal);
+# the exit status is then 1 if any task it started failed. After --timeout seconds (default 900) it stops everything and
 # exits 124. On exit, Ctrl-C or SIGTERM it kills every process it started.
 set -euo pipefail
 set -m  # each task in its own process group: one kill reaches the trainer and its prefixers
@@ -17,7 +20,8 @@ num_ps=1
 num_workers=2
 timeout_s=900
 trainer_flags=()
-usage="usage: $0 [--ps N] [--workers M] [--timeout SECONDS] [-- <trainer flags>]"
+keep_going=0
+usage="usage: $0 [--ps N] [--workers M] [--timeout SECONDS] [--keep_going] [-- <trainer flags>]"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -27,6 +31,7 @@ while [[ $# -gt 0 ]]; do
     --workers=*) num_workers="${1#*=}"; shift ;;
     --timeout) timeout_s="${2:?$usage}"; shift 2 ;;
     --timeout=*) timeout_s="${1#*=}"; shift ;;
+    --keep_going) keep_going=1; shift ;;
     --) shift; trainer_flags=("$@"); break ;;
     -h|--help) echo "$usage"; exit 0 ;;
     *) echo "run_local_cluster: unknown argument '$1'; $usage" >&2; exit 2 ;;
@@ -113,6 +118,9 @@ start_task() {
     exit "$rc"
   ) &
   task_of[$!]="$name"
+  if (( keep_going )); then
+    say "started $name: stop it with 'kill -9 -- -$!'; start it again with: $trainer $*"
+  fi
 }
 
 say "cluster: ps $ps_hosts, worker $worker_hosts; trainer $trainer ${trainer_flags[*]}"
@@ -131,6 +139,7 @@ watchdog=$!
 disown "$watchdog"  # no job-control notice when cleanup kills it
 
 remaining=$((num_ps + num_workers))
+failed=0
 while (( remaining > 0 )); do
   done_pid=""
   set +e
@@ -141,6 +150,11 @@ while (( remaining > 0 )); do
   name="${task_of[$done_pid]}"
   unset "task_of[$done_pid]"
   remaining=$((remaining - 1))
+  if (( rc != 0 && keep_going )); then
+    say "$name exited with status $rc after $((SECONDS - started)) s; the others go on (--keep_going)"
+    failed=1
+    continue
+  fi
   if (( rc != 0 )); then
     say "$name exited with status $rc after $((SECONDS - started)) s; stopping the other tasks"
     exit "$rc"
@@ -148,4 +162,8 @@ while (( remaining > 0 )); do
   say "$name exited 0 after $((SECONDS - started)) s"
 done
 finished=1
+if (( failed )); then
+  say "every task has ended; at least one of those started here failed"
+  exit 1
+fi
 say "all $((num_ps + num_workers)) tasks exited 0 in $((SECONDS - started)) s"

@@ -4,7 +4,8 @@
 //   AccumulatorTakeGradient() -> average of num_required gradients (waits)
 //   AccumulatorSetGlobalStep(step), AccumulatorNumDropped() -> int64, AccumulatorSetClosed
 //   TokenQueueEnqueueMany(tokens), TokenQueueDequeue() -> int64 (waits, bounded by timeout_ms),
-//   TokenQueueSetClosed, TokenQueueSize() -> int64
+//   TokenQueueSetClosed, TokenQueueSize() -> int64,
+//   TokenQueueReleaseWaiters(token) -> int64 (gives `token` to every waiting dequeue, counts them)
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,10 @@ inline const bool sync_ops_registered = [] {
   r.add(OpDef{"TokenQueueDequeue", 0, {}, true, int64_scalar});
   r.add(OpDef{"TokenQueueSetClosed", 0, {}, true, none});
   r.add(OpDef{"TokenQueueSize", 0, {}, true, int64_scalar});
+  r.add(OpDef{"TokenQueueReleaseWaiters", 1, {}, true, [int64_scalar](const InferenceContext& ctx) {
+    if (ctx.input_dtypes[0] != DType::int64) ctx.fail("the token must be int64, got " + ctx.describe_input(0));
+    return int64_scalar(ctx);
+  }});
   return true;
 }();
 
@@ -111,6 +116,11 @@ inline Output token_queue_dequeue(Graph& g, const std::string& shared_name, std:
 inline Operation token_queue_set_closed(Graph& g, const std::string& shared_name, bool closed, std::string_view name = "") {
   return detail::build_source_op(g, "TokenQueueSetClosed", {{"shared_name", shared_name}, {"closed", closed}}, name,
                                  closed ? "CloseQueue" : "OpenQueue");
+}
+// Hands `token` to every dequeue waiting at that moment; outputs how many were released.
+inline Output token_queue_release_waiters(Output token, const std::string& shared_name, std::string_view name = "") {
+  return detail::build_op("TokenQueueReleaseWaiters", {token}, {{"shared_name", shared_name}}, name, "ReleaseWaiters")
+      .output(0);
 }
 inline Output token_queue_size(Graph& g, const std::string& shared_name, std::string_view name = "") {
   return detail::build_source_op(g, "TokenQueueSize", {{"shared_name", shared_name}}, name, "QueueSize").output(0);

@@ -60,6 +60,19 @@ class TokenQueue {
     return id;
   }
 
+  // Hands `token` to every dequeue waiting now; returns how many there were. For a chief that
+  // restarts: replicas still waiting for its predecessor's tokens would otherwise wait forever.
+  std::size_t release_waiters(std::int64_t token) {
+    std::map<std::uint64_t, DequeueCallback> waiters;
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) return 0;
+      waiters.swap(waiters_);
+    }
+    for (auto& [id, w] : waiters) w(Status{}, token);
+    return waiters.size();
+  }
+
   // Returns a token a cancelled waiter received too late to use, to the front of the queue.
   void put_back(std::int64_t token) {
     std::lock_guard lock(mutex_);

@@ -16,6 +16,12 @@
 // chief). The first step needs max(0, replicas_to_aggregate - total_num_replicas) initial tokens
 // (TF's default of replicas_to_aggregate lets a fast replica push twice before the first
 // update; with the minimum, every step aggregates exactly one gradient per token).
+//
+// A chief that restarts (its process died, or it resumes from a checkpoint) finds replicas still
+// waiting for tokens its predecessor would have handed out, and their gradients discarded (the
+// accumulators move to the restored global step). With TF they wait until they time out; here
+// the new chief, when the global step is past 0, gives each waiting replica a token for the
+// current step, and they compute a fresh gradient.
 #pragma once
 
 #include <atomic>
@@ -115,6 +121,8 @@ class SyncReplicasOptimizer {
       closing.push_back(ops::token_queue_set_closed(g, kQueue, true));
       close_ = ops::group(closing, "close");
       queue_size_ = ops::token_queue_size(g, kQueue);
+      global_step_value_ = ops::identity(global_step.value(), "global_step_at_init");
+      release_waiters_ = ops::token_queue_release_waiters(global_step_value_, kQueue, "release_waiters");
       train_op_ = ops::assign(local_step_, token, true, "update_local_step").op();
     }
     return train_op_;
@@ -135,6 +143,9 @@ class SyncReplicasOptimizer {
   Operation chief_init_op() const { return chief_init_; }
   Operation init_tokens_op() const { return init_tokens_; }
   Operation local_init_op() const { return local_init_; }
+  // Chief, after init: a token for the current global step to every replica waiting now; the
+  // outputs are that number and the global step.
+  std::vector<Output> release_waiters() const { return {release_waiters_, global_step_value_}; }
   Operation close_op() const { return close_; }
 
  private:
@@ -151,7 +162,7 @@ class SyncReplicasOptimizer {
   bool built_ = false;
   Output local_step_, local_step_value_;
   std::vector<ops::AccumulatorSpec> accumulators_;
-  Output num_dropped_, queue_size_;
+  Output num_dropped_, queue_size_, release_waiters_, global_step_value_;
   Operation train_op_, sync_op_, chief_init_, init_tokens_, local_init_, close_;
 };
 
@@ -173,6 +184,7 @@ class SyncReplicasHook : public SessionRunHook {
     if (!is_chief_) return;
     sess.run(optimizer_.chief_init_op());
     sess.run(optimizer_.init_tokens_op());
+    release_previous_chiefs_waiters(sess);
     stop_ = false;
     runner_ = std::thread([this, &sess] { aggregate_loop(sess); });
   }
@@ -212,6 +224,17 @@ class SyncReplicasHook : public SessionRunHook {
         return;
       }
     }
+  }
+  // At global step 0 nobody can be waiting for an earlier chief; later, replicas may be.
+  void release_previous_chiefs_waiters(Session& sess) {
+    const auto step = sess.run({optimizer_.release_waiters()[1]})[0].scalar<std::int64_t>();
+    if (step == 0) return;
+    const auto released = sess.run({optimizer_.release_waiters()[0]})[0].scalar<std::int64_t>();
+    if (released > 0)
+      std::fprintf(stderr,
+                   "[psflow] SyncReplicas: released %lld replica(s) waiting for a previous chief's "
+                   "token; they continue at global step %lld\n",
+                   static_cast<long long>(released), static_cast<long long>(step));
   }
   void join_runner() {
     if (runner_.joinable()) runner_.join();

@@ -168,6 +168,18 @@ class EnqueueManyKernel : public OpKernel {
   std::shared_ptr<TokenQueue> queue_;
 };
 
+class ReleaseWaitersKernel : public OpKernel {
+ public:
+  explicit ReleaseWaitersKernel(const OpKernelConstruction& c) : queue_(queue_for(c)) {}
+  void compute(OpKernelContext& ctx) override {
+    const std::size_t released = queue_->release_waiters(ctx.input(0).scalar<std::int64_t>());
+    ctx.set_output(0, Tensor(static_cast<std::int64_t>(released)));
+  }
+
+ private:
+  std::shared_ptr<TokenQueue> queue_;
+};
+
 class DequeueKernel : public AsyncOpKernel {
  public:
   explicit DequeueKernel(const OpKernelConstruction& c)
@@ -231,6 +243,7 @@ inline const bool sync_kernels_registered = [] {
   r.add<AccumulatorSetClosedKernel>("AccumulatorSetClosed");
   r.add<EnqueueManyKernel>("TokenQueueEnqueueMany");
   r.add<DequeueKernel>("TokenQueueDequeue");
+  r.add<ReleaseWaitersKernel>("TokenQueueReleaseWaiters");
   r.add<QueueSetClosedKernel>("TokenQueueSetClosed");
   r.add<QueueSizeKernel>("TokenQueueSize");
   return true;
