@@ -395,3 +395,44 @@ TEST_CASE("a session contacts only the tasks its graph uses") {
   CHECK_THROWS_WITH(sess.run({uses_ps1}), Catch::Contains("could not reach /job:ps/replica:0/task:1"));
   worker.stop_job("ps", 1s);
 }
+
+TEST_CASE("a restarted ps is a new incarnation: runs fail Aborted, never read its fresh variables") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet(std::chrono::seconds(5)));
+  Graph g;
+  Variable w;
+  Output doubled;
+  {
+    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    w = get_variable(g, "w", {2}, constant_initializer(3));
+    doubled = w.value() * ops::constant(g, Tensor(2.0f));
+  }
+  Session sess(g, worker.target());
+  sess.run(global_variables_initializer(g));
+  REQUIRE(sess.run({doubled})[0].equals(Tensor::filled(6.0f, {2})));
+
+  cluster.ps[0]->kill(SIGKILL);
+  REQUIRE(cluster.ps[0]->wait_for(10s));
+  cluster.start_ps(0);  // same address, new process: w does not exist there
+  // Until the session is re-created every run fails: Unavailable while the ps is down or the
+  // connection drops, then Aborted for the new incarnation. None returns values.
+  bool aborted = false;
+  for (int attempt = 0; attempt < 100 && !aborted; ++attempt) {
+    try {
+      auto values = sess.run({doubled});
+      FAIL("a run against the restarted ps returned " << values[0]);
+    } catch (const Aborted& e) {
+      aborted = true;
+      CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0"));
+    } catch (const Unavailable&) {
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  CHECK(aborted);
+  // A new session sees a ps without w: FailedPrecondition until it is initialized again.
+  Session fresh(g, worker.target());
+  CHECK_THROWS_AS(fresh.run({doubled}), FailedPrecondition);
+  fresh.run(global_variables_initializer(g));
+  CHECK(fresh.run({doubled})[0].equals(Tensor::filled(6.0f, {2})));
+  worker.stop_job("ps");
+}

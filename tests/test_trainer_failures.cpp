@@ -115,13 +115,18 @@ std::vector<std::string> short_run(int train_steps, std::vector<std::string> ext
   return flags;
 }
 
+// The largest number `line`'s first group matched in `log`; -1 when none did.
+std::int64_t largest_match(const std::string& log, const std::regex& line) {
+  std::int64_t largest = -1;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
+    largest = std::max<std::int64_t>(largest, std::stoll((*it)[1]));
+  return largest;
+}
+
 // The largest N in the lines "global step N: loss ..." the chief logged so far.
 std::int64_t last_logged_step(const std::string& log) {
   static const std::regex line(R"(global step (\d+): loss)");
-  std::int64_t last = -1;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
-    last = std::max<std::int64_t>(last, std::stoll((*it)[1]));
-  return last;
+  return largest_match(log, line);
 }
 
 // Polls `text()` every 50 ms until `done(text())` or `limit`; true when it came.
@@ -140,10 +145,7 @@ bool contains(const std::string& text, const std::string& what) { return text.fi
 // The step of the last checkpoint the chief logged as saved ("saved checkpoint .../model.ckpt-N").
 std::int64_t last_saved_step(const std::string& log) {
   static const std::regex line(R"(saved checkpoint \S*model\.ckpt-(\d+))");
-  std::int64_t last = -1;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
-    last = std::max<std::int64_t>(last, std::stoll((*it)[1]));
-  return last;
+  return largest_match(log, line);
 }
 
 // Waits until the chief has trained past `step` and saved a checkpoint after step 0; returns

@@ -95,13 +95,10 @@
 //      signal (a ps died), exits 1. A worker stopped this way does not report. (Caveat:
 //      stop_task's timeout bounds connecting, not the hello that follows, so a frozen worker
 //      whose port still accepts connections holds the chief here until it thaws.)
-// Windows left, all of them costing time, none an exit status: a non-chief's report is
-// followed by deregistering that run's partition on the chief; had the chief already exited,
-// that connect would retry for --connect_timeout_s before the worker exits 0. The chief
-// notices a report within ~20 ms and then still stops the ps, so the deregistration (a
-// message on an open connection, sent right after the reply) wins in practice. The same
-// --connect_timeout_s wait hits a late worker (case 4) whose report was already connecting
-// when the chief gave up on it.
+// Windows left, costing time, not an exit status: a late worker (case 4) whose report was
+// already connecting when the chief gave up on it waits up to --connect_timeout_s before it
+// exits 0. (Closing a session deregisters its partitions only over connections that are still
+// open, so a worker never waits to say goodbye to a task that has already gone.)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

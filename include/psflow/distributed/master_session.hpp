@@ -220,11 +220,14 @@ class MasterSession : public SessionImpl {
     return std::move(join->fetches);
   }
 
+  // Best effort, over connections that are open now: a task we are not connected to has
+  // stopped or restarted (its registered graphs went with the old process), and reconnecting
+  // would hold a closing session for the whole connect timeout.
   void deregister(const StepPlan& plan) {
     for (const auto& remote : plan.remotes) {
       try {
-        auto connection = server_.connect(remote.task);
-        connection->send(wire::make_frame(wire::MessageType::deregister_graph, wire::Handle{remote.handle}));
+        if (auto connection = server_.open_connection(remote.task))
+          connection->send(wire::make_frame(wire::MessageType::deregister_graph, wire::Handle{remote.handle}));
       } catch (const Error&) {
       }
     }

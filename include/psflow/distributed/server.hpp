@@ -96,6 +96,8 @@ class Server {
   // `patience`: how long to keep trying (zero: connect_timeout).
   void connect_async(const std::string& task, std::function<void(Status, std::shared_ptr<Connection>)> done,
                      std::chrono::milliseconds patience = {});
+  // The open connection to `task` if there is one now, else null; never connects.
+  std::shared_ptr<Connection> open_connection(const std::string& task);
   // The incarnation `task` reported when we connected (connecting if needed).
   std::uint64_t peer_incarnation(const std::string& task);
   // A request to `task` and its reply, blocking up to rpc_timeout. Throws the typed error.
@@ -595,6 +597,13 @@ inline std::shared_ptr<Connection> Server::connect(const std::string& task) {
   auto [status, connection] = future.get();  // bounded: connect_async gives up after connect_timeout
   status.raise_if_error();
   return connection;
+}
+
+inline std::shared_ptr<Connection> Server::open_connection(const std::string& task) {
+  std::lock_guard lock(mutex_);
+  auto it = peers_.find(task);
+  if (it == peers_.end() || !it->second.connection || !it->second.connection->is_open()) return nullptr;
+  return it->second.connection;
 }
 
 inline std::uint64_t Server::peer_incarnation(const std::string& task) {
