@@ -56,7 +56,7 @@ ClusterSpec cluster_with_ps_port(const std::string& ps_port) {
   return ClusterSpec({{"ps", {"127.0.0.1:" + ps_port}}, {"worker", {"127.0.0.1:0"}}});
 }
 
-std::unique_ptr<Child> start_ps(const bench::ScratchDir& logs, const std::string& name) {
+std::unique_ptr<Child> start_ps(const bench::TempDir& logs, const std::string& name) {
   return std::make_unique<Child>(std::vector<std::string>{PSFLOW_BENCH_PS_BINARY, "--ps_hosts=127.0.0.1:0",
                                                           "--worker_hosts=127.0.0.1:0", "--job_name=ps",
                                                           "--task_index=0"},
@@ -66,7 +66,7 @@ std::unique_ptr<Child> start_ps(const bench::ScratchDir& logs, const std::string
 // Everything the network benchmarks share, created on first use: one ps process, one raw_peer,
 // a worker Server here, and one graph holding every variable.
 struct NetEnv {
-  bench::ScratchDir logs{"net"};
+  bench::TempDir logs{"bench-net"};
   std::unique_ptr<Child> ps;
   std::unique_ptr<Child> raw;
   std::unique_ptr<Server> worker;
@@ -290,7 +290,7 @@ long long parse_peak(Child& child) { return std::stoll(child.wait_for_value("PEA
 
 void memory_psflow(benchmark::State& state) {
   for (auto _ : state) {
-    bench::ScratchDir logs("memory-psflow");
+    bench::TempDir logs("bench-memory-psflow");
     auto ps = start_ps(logs, "ps");
     const std::string ps_port = ps->wait_for_value("PORT", 30s);
     Child worker({"/proc/self/exe", "--memory_worker", "--ps_port=" + ps_port, "--bytes=" + std::to_string(kMemoryBytes),
@@ -307,7 +307,7 @@ void memory_psflow(benchmark::State& state) {
 
 void memory_raw(benchmark::State& state) {
   for (auto _ : state) {
-    bench::ScratchDir logs("memory-raw");
+    bench::TempDir logs("bench-memory-raw");
     Child server({PSFLOW_BENCH_RAW_BINARY, "--serve", "--max_bytes=" + std::to_string(kMemoryBytes)}, logs / "server");
     const std::string port = server.wait_for_value("PORT", 30s);
     Child client({PSFLOW_BENCH_RAW_BINARY, "--client", "--port=" + port, "--bytes=" + std::to_string(kMemoryBytes),

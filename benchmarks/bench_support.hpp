@@ -29,9 +29,13 @@
 
 #include <boost/asio.hpp>
 
+#include "support/temp_dir.hpp"  // tests/support: the scratch directory the tests use too
+
 extern char** environ;
 
 namespace psflow::bench {
+
+using psflow::testing::TempDir;  // scratch directory for child logs
 
 // ---------------------------------------------------------------------------------------------
 // For the child binaries: exit when the benchmark process that started us dies (even by
@@ -87,29 +91,6 @@ inline long long context_switches(const std::string& pid = "self") {
   }
   return total;
 }
-
-// ---------------------------------------------------------------------------------------------
-// A scratch directory for child logs, removed by the destructor.
-
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& name) {
-    path_ = (std::filesystem::temp_directory_path() / ("psflow-bench-" + name + "-" + std::to_string(::getpid())))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string operator/(const std::string& leaf) const { return path_ + "/" + leaf; }
-
- private:
-  std::string path_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // A child process with standard output and error in files.

@@ -104,7 +104,7 @@ int matmul(std::size_t n, int steps) {
 }
 
 int network(const std::string& what, std::uint64_t bytes, int steps) {
-  bench::ScratchDir logs("profile");
+  bench::TempDir logs("bench-profile");
   bench::Child ps({PSFLOW_BENCH_PS_BINARY, "--ps_hosts=127.0.0.1:0", "--worker_hosts=127.0.0.1:0", "--job_name=ps",
                    "--task_index=0"},
                   logs / "ps");
@@ -153,7 +153,7 @@ int network(const std::string& what, std::uint64_t bytes, int steps) {
 
 // The raw baseline of the tiny step: a 4-byte ping-pong with raw_peer.
 int ping(int steps) {
-  bench::ScratchDir logs("profile-raw");
+  bench::TempDir logs("bench-profile-raw");
   bench::Child raw({PSFLOW_BENCH_RAW_BINARY, "--serve", "--max_bytes=4096"}, logs / "raw");
   const auto port = static_cast<unsigned short>(std::stoul(raw.wait_for_value("PORT", 30s)));
   {
