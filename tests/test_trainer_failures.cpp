@@ -166,6 +166,16 @@ std::optional<std::int64_t> restored_step(const std::string& log) {
   return std::stoll(m[1]);
 }
 
+// The chief's session restored a checkpoint at least as new as `saved`; returns its step.
+std::int64_t require_restored_at_least(TrainerCluster& cluster, std::int64_t saved) {
+  const std::string chief = cluster.worker(0).err();
+  INFO(chief);
+  const auto restored = restored_step(chief);
+  REQUIRE(restored);
+  CHECK(*restored >= saved);
+  return *restored;
+}
+
 std::optional<double> test_accuracy(const std::string& out) {
   static const std::regex line(R"(test accuracy: (\d\.\d{4}))");
   std::smatch m;
@@ -215,11 +225,7 @@ TEST_CASE("async: a ps killed mid-training and restarted: workers recover, the c
   }
   cluster.start("ps", 0);
   require_clean_end(cluster, 2);
-  const std::string chief = cluster.worker(0).err();
-  INFO(chief);
-  const auto restored = restored_step(chief);
-  REQUIRE(restored);
-  CHECK(*restored >= saved);  // the latest checkpoint from before the kill, not a fresh start
+  require_restored_at_least(cluster, saved);  // the latest checkpoint from before the kill
   // The new ps process (new incarnation) was never read as if nothing had happened: every worker
   // failed over to a new session and then finished its loop.
   CHECK(contains(cluster.worker(1).err(), "re-creating the session"));
@@ -256,15 +262,13 @@ TEST_CASE("async: the chief killed after a checkpoint and restarted resumes from
   cluster.kill(cluster.worker(0));
   cluster.start("worker", 0);
   require_clean_end(cluster, 2);
+  const std::int64_t restored = require_restored_at_least(cluster, saved);
   const std::string chief = cluster.worker(0).err();
   INFO(chief);
-  const auto restored = restored_step(chief);
-  REQUIRE(restored);
-  CHECK(*restored >= saved);
   static const std::regex start(R"(worker 0: starting at global step (\d+))");
   std::smatch m;
   REQUIRE(std::regex_search(chief, m, start));
-  CHECK(std::stoll(m[1]) >= *restored);
+  CHECK(std::stoll(m[1]) >= restored);
   // The saved values came back: the first loss logged after the restart is that of a trained
   // model (a fresh one starts near ln(10) = 2.3).
   static const std::regex loss(R"(global step \d+: loss (\d+\.\d+))");
@@ -295,9 +299,7 @@ TEST_CASE("sync: the chief killed and restarted: the other workers wait for it a
   CHECK(cluster.worker(1).running());  // waiting for the chief's go-ahead, within its deadline
   cluster.start("worker", 0);
   require_clean_end(cluster, 2);
-  const auto restored = restored_step(cluster.worker(0).err());
-  REQUIRE(restored);
-  CHECK(*restored >= saved);
+  require_restored_at_least(cluster, saved);
   // The waiting worker got a token from the new chief instead of timing out.
   CHECK(contains(cluster.worker(0).err(), "released 1 replica(s) waiting for a previous chief's token"));
 }
