@@ -6,7 +6,6 @@
 // wall clock, which sanitizers stretch; the in-process equivalents run under the sanitizers
 // in test_monitored_session and test_sync_replicas).
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -35,7 +34,8 @@ std::string join(const std::vector<std::string>& items) {
 class TrainerCluster {
  public:
   TrainerCluster(int num_ps, int num_workers, std::vector<std::string> flags)
-      : flags_(std::move(flags)), ps_(static_cast<std::size_t>(num_ps)),
+      : flags_(std::move(flags)),
+        ps_(static_cast<std::size_t>(num_ps)),
         workers_(static_cast<std::size_t>(num_workers)) {
     for (int i = 0; i < num_ps; ++i) ps_hosts_.push_back(loopback(reserve_port()));
     for (int i = 0; i < num_workers; ++i) worker_hosts_.push_back(loopback(reserve_port()));
@@ -118,7 +118,8 @@ std::vector<std::string> short_run(int train_steps, std::vector<std::string> ext
 // The largest number `line`'s first group matched in `log`; -1 when none did.
 std::int64_t largest_match(const std::string& log, const std::regex& line) {
   std::int64_t largest = -1;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator();
+       ++it)
     largest = std::max<std::int64_t>(largest, std::stoll((*it)[1]));
   return largest;
 }
@@ -140,7 +141,9 @@ bool eventually(Text text, Done done, std::chrono::seconds limit) {
   return done(text());
 }
 
-bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
 
 // The step of the last checkpoint the chief logged as saved ("saved checkpoint .../model.ckpt-N").
 std::int64_t last_saved_step(const std::string& log) {
@@ -153,7 +156,9 @@ std::int64_t last_saved_step(const std::string& log) {
 std::int64_t wait_for_progress(TrainerCluster& cluster, ChildProcess& chief, std::int64_t step) {
   INFO(cluster.logs());
   REQUIRE(eventually([&] { return chief.err(); },
-                     [&](const std::string& log) { return last_logged_step(log) >= step && last_saved_step(log) > 0; },
+                     [&](const std::string& log) {
+                       return last_logged_step(log) >= step && last_saved_step(log) > 0;
+                     },
                      90s));
   return last_saved_step(chief.err());
 }
@@ -184,7 +189,8 @@ std::optional<double> test_accuracy(const std::string& out) {
 }
 
 // Every worker exited 0, and the chief reported an accuracy that shows training happened.
-void require_clean_end(TrainerCluster& cluster, int num_workers, std::chrono::seconds limit = 120s) {
+void require_clean_end(TrainerCluster& cluster, int num_workers,
+                       std::chrono::seconds limit = 120s) {
   INFO(cluster.logs());
   REQUIRE(cluster.wait_all(limit));
   for (int i = 0; i < num_workers; ++i) {
@@ -205,13 +211,16 @@ TEST_CASE("2 ps + 2 workers: the variables are spread over both ps and the model
   const std::string chief = cluster.worker(0).err();
   static const std::regex held(R"(ps(\d) \(/job:ps/task:\d\): (\d+) variables)");
   int ps_with_variables = 0;
-  for (auto it = std::sregex_iterator(chief.begin(), chief.end(), held); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(chief.begin(), chief.end(), held);
+       it != std::sregex_iterator(); ++it)
     if (std::stoi((*it)[2]) > 0) ++ps_with_variables;
   CHECK(ps_with_variables == 2);
   for (int i = 0; i < 2; ++i) CHECK(cluster.ps(i).exit_code() == 0);  // told to stop at the end
 }
 
-TEST_CASE("async: a ps killed mid-training and restarted: workers recover, the chief restores, the run finishes") {
+TEST_CASE(
+    "async: a ps killed mid-training and restarted: workers recover, the chief restores, the run "
+    "finishes") {
   TrainerCluster cluster(1, 2, short_run(1200));
   cluster.start_all();
   const std::int64_t saved = wait_for_progress(cluster, cluster.worker(0), 300);
@@ -220,8 +229,9 @@ TEST_CASE("async: a ps killed mid-training and restarted: workers recover, the c
     // Both workers notice within the connect deadline (5 s here) and keep retrying.
     INFO(cluster.logs());
     for (int i = 0; i < 2; ++i)
-      CHECK(eventually([&] { return cluster.worker(i).err(); },
-                       [](const std::string& log) { return contains(log, "re-creating the session"); }, 15s));
+      CHECK(eventually(
+          [&] { return cluster.worker(i).err(); },
+          [](const std::string& log) { return contains(log, "re-creating the session"); }, 15s));
   }
   cluster.start("ps", 0);
   require_clean_end(cluster, 2);
@@ -240,8 +250,9 @@ TEST_CASE("async: a non-chief worker killed mid-training: the others go on, rest
   const std::int64_t at_kill = last_logged_step(cluster.worker(0).err());
   {
     INFO(cluster.logs());
-    REQUIRE(eventually([&] { return cluster.worker(0).err(); },
-                       [&](const std::string& log) { return last_logged_step(log) >= at_kill + 200; }, 60s));
+    REQUIRE(eventually(
+        [&] { return cluster.worker(0).err(); },
+        [&](const std::string& log) { return last_logged_step(log) >= at_kill + 200; }, 60s));
   }
   cluster.start("worker", 1);
   require_clean_end(cluster, 2);
@@ -255,7 +266,8 @@ TEST_CASE("async: a non-chief worker killed mid-training: the others go on, rest
   CHECK(contains(rejoined, "reported done to the chief"));
 }
 
-TEST_CASE("async: the chief killed after a checkpoint and restarted resumes from it with its values") {
+TEST_CASE(
+    "async: the chief killed after a checkpoint and restarted resumes from it with its values") {
   TrainerCluster cluster(1, 2, short_run(2000));
   cluster.start_all();
   const std::int64_t saved = wait_for_progress(cluster, cluster.worker(0), 300);
@@ -276,7 +288,9 @@ TEST_CASE("async: the chief killed after a checkpoint and restarted resumes from
   CHECK(std::stod(m[1]) < 1.5);
 }
 
-TEST_CASE("sync: with the chief gone the other workers wait, then fail with a clear error at the deadline") {
+TEST_CASE(
+    "sync: with the chief gone the other workers wait, then fail with a clear error at the "
+    "deadline") {
   TrainerCluster cluster(1, 2, short_run(2000, {"--sync_replicas", "--token_timeout_s=3"}));
   cluster.start_all();
   wait_for_progress(cluster, cluster.worker(0), 100);
@@ -290,7 +304,8 @@ TEST_CASE("sync: with the chief gone the other workers wait, then fail with a cl
   cluster.ps(0).kill(SIGKILL);  // nobody is left to tell it to stop
 }
 
-TEST_CASE("sync: the chief killed and restarted: the other workers wait for it and the run finishes") {
+TEST_CASE(
+    "sync: the chief killed and restarted: the other workers wait for it and the run finishes") {
   TrainerCluster cluster(1, 2, short_run(600, {"--sync_replicas", "--token_timeout_s=60"}));
   cluster.start_all();
   const std::int64_t saved = wait_for_progress(cluster, cluster.worker(0), 200);
@@ -301,11 +316,15 @@ TEST_CASE("sync: the chief killed and restarted: the other workers wait for it a
   require_clean_end(cluster, 2);
   require_restored_at_least(cluster, saved);
   // The waiting worker got a token from the new chief instead of timing out.
-  CHECK(contains(cluster.worker(0).err(), "released 1 replica(s) waiting for a previous chief's token"));
+  CHECK(contains(cluster.worker(0).err(),
+                 "released 1 replica(s) waiting for a previous chief's token"));
 }
 
-TEST_CASE("sync with a backup replica (3 workers, 2 aggregated): one worker dies, training goes on") {
-  TrainerCluster cluster(1, 3, short_run(600, {"--sync_replicas", "--replicas_to_aggregate=2", "--shutdown_wait_s=3"}));
+TEST_CASE(
+    "sync with a backup replica (3 workers, 2 aggregated): one worker dies, training goes on") {
+  TrainerCluster cluster(
+      1, 3,
+      short_run(600, {"--sync_replicas", "--replicas_to_aggregate=2", "--shutdown_wait_s=3"}));
   cluster.start_all();
   wait_for_progress(cluster, cluster.worker(0), 100);
   cluster.kill(cluster.worker(2));

@@ -15,7 +15,8 @@
 // global step reach --train_steps. Every worker feeds its own shard of the training set
 // (worker i of n gets examples i, i+n, i+2n, ...). Updates are asynchronous, or with
 // --sync_replicas synchronous through a SyncReplicasOptimizer: every global step averages the
-// gradients of --replicas_to_aggregate workers (the others are backups). Worker 0 is the chief: it initializes (or restores from
+// gradients of --replicas_to_aggregate workers (the others are backups). Worker 0 is the chief: it
+// initializes (or restores from
 // --checkpoint_dir) the model, prints where the variables live, logs the loss and global
 // steps/sec, and at the end evaluates the 10k test images and prints exactly one line
 // "test accuracy: 0.XXXX" to standard output (everything else goes to standard error).
@@ -524,7 +525,8 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
     options.checkpoint_dir = flags.checkpoint_dir;
     options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
     if (m.sync) options.hooks.push_back(m.sync->make_session_run_hook(chief));
-    if (flags.save_checkpoint_steps > 0) options.save_checkpoint_steps = flags.save_checkpoint_steps;
+    if (flags.save_checkpoint_steps > 0)
+      options.save_checkpoint_steps = flags.save_checkpoint_steps;
     options.log_step_count_steps = 0;  // we log global steps/sec with the loss
     options.recovery_deadline_secs = flags.recovery_deadline_s;
     psflow::train::MonitoredTrainingSession mon_sess(graph, options);

@@ -16,9 +16,10 @@ class TempDir {
  public:
   explicit TempDir(const std::string& name = "test") {
     static std::atomic<int> counter{0};
-    path_ = (std::filesystem::temp_directory_path() /
-             ("psflow-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
-                .string();
+    path_ =
+        (std::filesystem::temp_directory_path() /
+         ("psflow-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+            .string();
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
