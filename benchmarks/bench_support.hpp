@@ -6,10 +6,7 @@
 // is ever guessed.
 #pragma once
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -29,13 +26,14 @@
 
 #include <boost/asio.hpp>
 
-#include "support/temp_dir.hpp"  // tests/support: the scratch directory the tests use too
-
-extern char** environ;
+#include "support/child_process.hpp"  // tests/support: child processes and scratch directories
 
 namespace psflow::bench {
 
-using psflow::testing::TempDir;  // scratch directory for child logs
+// The tests' helpers: a child process with its output in files (killed at the latest by its
+// destructor), and a scratch directory for those files.
+using Child = psflow::testing::ChildProcess;
+using psflow::testing::TempDir;
 
 // ---------------------------------------------------------------------------------------------
 // For the child binaries: exit when the benchmark process that started us dies (even by
@@ -91,90 +89,6 @@ inline long long context_switches(const std::string& pid = "self") {
   }
   return total;
 }
-
-// ---------------------------------------------------------------------------------------------
-// A child process with standard output and error in files.
-
-class Child {
- public:
-  Child(std::vector<std::string> argv, const std::string& log_prefix)
-      : out_path_(log_prefix + ".out"), err_path_(log_prefix + ".err") {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() {
-    if (running()) {
-      ::kill(pid_, SIGKILL);
-      wait_for(std::chrono::seconds(10));
-    }
-  }
-
-  pid_t pid() const noexcept { return pid_; }
-
-  bool running() {
-    if (exited_) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      exited_ = true;
-      status_ = status;
-      return false;
-    }
-    return true;
-  }
-
-  // Waits up to `limit` for the process to exit; true when it did.
-  bool wait_for(std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (running()) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return true;
-  }
-
-  int exit_code() const { return exited_ && WIFEXITED(status_) ? WEXITSTATUS(status_) : -1; }
-  std::string out() const { return slurp(out_path_); }
-  std::string err() const { return slurp(err_path_); }
-
-  // Waits (up to `limit`) for a line "<key> <value>" on standard output and returns value.
-  std::string wait_for_value(const std::string& key, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-      std::istringstream lines(out());
-      std::string line;
-      while (std::getline(lines, line))
-        if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
-      if (!running())
-        throw std::runtime_error("child exited (code " + std::to_string(exit_code()) + ") before printing '" + key +
-                                 "'; its stderr: " + err());
-      if (std::chrono::steady_clock::now() >= deadline)
-        throw std::runtime_error("child did not print '" + key + "' in time; its stderr: " + err());
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-
- private:
-  static std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int status_ = 0;
-  std::string out_path_, err_path_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // raw_peer's protocol: blocking Boost.Asio sockets, one 16-byte request header

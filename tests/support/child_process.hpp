@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -42,7 +43,7 @@ class ChildProcess {
     args.push_back(nullptr);
     const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) throw std::runtime_error("cannot start " + argv[0]);
+    if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
   }
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -52,6 +53,8 @@ class ChildProcess {
       wait_for(std::chrono::seconds(10));
     }
   }
+
+  pid_t pid() const noexcept { return pid_; }
 
   bool running() {
     if (exited_) return false;
@@ -83,6 +86,24 @@ class ChildProcess {
   bool killed_by_signal() const { return exited_ && WIFSIGNALED(status_); }
   std::string out() const { return slurp(out_path_); }
   std::string err() const { return slurp(err_path_); }
+
+  // Waits (up to `limit`) for a line "<key> <value>" on standard output and returns the value;
+  // throws if the process exits first or the time runs out (with its standard error).
+  std::string wait_for_value(const std::string& key, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      std::istringstream lines(out());
+      std::string line;
+      while (std::getline(lines, line))
+        if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
+      if (!running())
+        throw std::runtime_error("child exited (code " + std::to_string(exit_code()) + ") before printing '" +
+                                 key + "'; its stderr: " + err());
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw std::runtime_error("child did not print '" + key + "' in time; its stderr: " + err());
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
 
  private:
   static std::string slurp(const std::string& path) { return read_file(path); }
