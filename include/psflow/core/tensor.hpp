@@ -20,6 +20,7 @@
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>
 
+#include "psflow/core/buffer_allocator.hpp"
 #include "psflow/core/dtype.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/core/shape.hpp"
@@ -28,24 +29,23 @@ namespace psflow {
 
 namespace detail {
 
-// Raw storage of a tensor. Aligned to 64 bytes so SIMD kernels and BLAS get full-speed loads.
+// Raw storage of a tensor. Aligned to 64 bytes so SIMD kernels and BLAS get full-speed loads;
+// the memory comes from, and goes back to, buffer_allocator.hpp's caches.
 class TensorBuffer {
  public:
-  static constexpr std::size_t alignment = 64;
+  static constexpr std::size_t alignment = kBufferAlignment;
 
-  explicit TensorBuffer(std::size_t nbytes) : nbytes_(nbytes) {
-    // Always allocate at least one byte so data() is a valid, unique pointer.
-    data_ = ::operator new(std::max<std::size_t>(nbytes, 1), std::align_val_t{alignment});
-  }
+  // Always at least one byte, so data() is a valid, unique pointer.
+  explicit TensorBuffer(std::size_t nbytes) : block_(allocate_block(std::max<std::size_t>(nbytes, 1))), nbytes_(nbytes) {}
   TensorBuffer(const TensorBuffer&) = delete;
   TensorBuffer& operator=(const TensorBuffer&) = delete;
-  ~TensorBuffer() { ::operator delete(data_, std::align_val_t{alignment}); }
+  ~TensorBuffer() { free_block(block_); }
 
-  void* data() const noexcept { return data_; }
+  void* data() const noexcept { return block_.data; }
   std::size_t nbytes() const noexcept { return nbytes_; }
 
  private:
-  void* data_;
+  Block block_;
   std::size_t nbytes_;
 };
 

@@ -194,6 +194,25 @@ class MemoryReadBuffer : public std::streambuf {
   std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
 };
 
+// Appends everything written to a string: an archive on it skips a stream's locale set-up.
+class StringWriteBuffer : public std::streambuf {
+ public:
+  std::string take() { return std::move(bytes_); }
+
+ protected:
+  std::streamsize xsputn(const char* data, std::streamsize n) override {
+    bytes_.append(data, static_cast<std::size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) bytes_.push_back(traits_type::to_char_type(c));
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  std::string bytes_;
+};
+
 namespace detail {
 inline thread_local const MemoryReadBuffer* decoding = nullptr;
 
@@ -342,12 +361,12 @@ void load_graph_def(Archive& ar, GraphDef& g) {
 // Serialises a message (a struct with `template <class A> void save(A&) const` and `load(A&)`).
 template <class Message>
 std::string encode(const Message& message) {
-  std::ostringstream out(std::ios::binary);
+  StringWriteBuffer out;
   {
-    boost::archive::binary_oarchive archive(out, boost::archive::no_header);
+    boost::archive::binary_oarchive archive(out, boost::archive::no_header | boost::archive::no_codecvt);
     message.save(archive);
   }
-  return std::move(out).str();
+  return out.take();
 }
 
 // Parses a message; any malformation is DataLoss naming the message kind.
@@ -358,7 +377,7 @@ Message decode(const std::string& bytes, const char* what) {
   detail::decoding = &buffer;
   Message message;
   try {
-    boost::archive::binary_iarchive archive(buffer, boost::archive::no_header);
+    boost::archive::binary_iarchive archive(buffer, boost::archive::no_header | boost::archive::no_codecvt);
     message.load(archive);
   } catch (const DataLoss& e) {
     detail::decoding = previous;

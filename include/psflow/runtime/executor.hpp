@@ -1,7 +1,9 @@
 // Executor: runs a fixed set of graph nodes as a dataflow, one step at a time.
 //
 // Built once per (graph, node set, feeds, fetches): kernels are created and the edges turned
-// into flat arrays, so a step allocates only its own slots and counters. A node runs when its
+// into flat arrays, so a step allocates only its own slots and counters. A node's output is
+// released as soon as its last consumer has run (fetched outputs are kept), so memory is reused
+// within a step and a variable update can often work in place. A node runs when its
 // last input arrives; cheap successors run inline on the same thread, and when several
 // expensive nodes become ready at once all but one go to the thread pool. The first kernel
 // error aborts the step (no further nodes start, the rendezvous is aborted so no Recv waits)
@@ -95,6 +97,7 @@ class Executor {
   std::vector<PlanNode> plan_;
   std::vector<int> roots_;
   std::vector<Location> fetch_locations_;
+  std::vector<int> slot_uses_;  // per slot: consumers, plus one per fetch (so never released)
   int num_slots_ = 0;
 };
 
@@ -106,6 +109,7 @@ struct Executor::StepState {
   std::vector<Entry> feeds;
   std::vector<Entry> slots;
   std::unique_ptr<std::atomic<int>[]> pending;
+  std::unique_ptr<std::atomic<int>[]> uses;  // per slot: consumers that have not finished
   std::atomic<int> outstanding{0};
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
@@ -187,6 +191,12 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
     if (p.initial_pending == 0) roots_.push_back(static_cast<int>(i));
   }
   for (const TensorId& f : params_.fetches) fetch_locations_.push_back(locate(f, "the fetch list"));
+  slot_uses_.assign(static_cast<std::size_t>(num_slots_), 0);
+  for (const PlanNode& p : plan_)
+    for (Location in : p.inputs)
+      if (in >= 0) ++slot_uses_[static_cast<std::size_t>(in)];
+  for (Location f : fetch_locations_)
+    if (f >= 0) ++slot_uses_[static_cast<std::size_t>(f)];
 }
 
 inline void Executor::run_async(StepContext& step, std::vector<Tensor> feeds, ThreadPool* pool,
@@ -204,6 +214,8 @@ inline void Executor::run_async(StepContext& step, std::vector<Tensor> feeds, Th
   s->pending.reset(new std::atomic<int>[plan_.size()]);
   for (std::size_t i = 0; i < plan_.size(); ++i)
     s->pending[i].store(plan_[i].initial_pending, std::memory_order_relaxed);
+  s->uses.reset(new std::atomic<int>[slot_uses_.size()]);
+  for (std::size_t i = 0; i < slot_uses_.size(); ++i) s->uses[i].store(slot_uses_[i], std::memory_order_relaxed);
   if (plan_.empty()) {
     complete_step(s);
     return;
@@ -271,6 +283,11 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
 
 inline void Executor::finish_node(StepState* s, int id, std::vector<int>& ready) const {
   const PlanNode& p = plan_[static_cast<std::size_t>(id)];
+  for (Location in : p.inputs) {
+    if (in < 0) continue;
+    if (s->uses[static_cast<std::size_t>(in)].fetch_sub(1, std::memory_order_acq_rel) == 1)
+      s->slots[static_cast<std::size_t>(in)] = Entry{};  // its last consumer is done
+  }
   if (!s->failed.load(std::memory_order_acquire)) {
     bool kept_expensive = false;
     for (int succ : p.successors) {
