@@ -149,3 +149,42 @@ TEST_CASE("decoding random and mutated bytes gives a message or DataLoss, never 
   std::memcpy(lying.data(), &huge, sizeof huge);
   CHECK_THROWS_WITH(wire::decode<wire::Handle>(lying, "handle"), Catch::Contains("claims"));
 }
+
+namespace {
+// What Boost's binary archive (no header) writes for `message`: the layout every message uses.
+template <class Message>
+std::string boost_archive_bytes(const Message& message) {
+  wire::StringWriteBuffer out;
+  {
+    boost::archive::binary_oarchive archive(out, boost::archive::no_header | boost::archive::no_codecvt);
+    message.save(archive);
+  }
+  return out.take();
+}
+
+template <class Message>
+void check_plain_encoding(const Message& message, const char* what) {
+  STATIC_REQUIRE(wire::sent_every_step<Message>);
+  const std::string bytes = wire::encode(message);
+  CHECK(bytes == boost_archive_bytes(message));
+  CHECK(wire::encode(wire::decode<Message>(bytes, what)) == bytes);
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut)
+    CHECK_THROWS_AS(wire::decode<Message>(bytes.substr(0, cut), what), DataLoss);
+  CHECK_THROWS_WITH(wire::decode<Message>(bytes + "x", what), Catch::Contains("trailing"));
+}
+}  // namespace
+
+TEST_CASE("per-step messages skip the archive object but keep its bytes, and short ones are DataLoss") {
+  check_plain_encoding(wire::RunGraph{"graph-7", 0x0102030405060708ull, 99}, "run_graph");
+  check_plain_encoding(wire::TensorMessage{42, "w:0;/job:ps/replica:0/task:0"}, "tensor");
+  check_plain_encoding(wire::Reply{static_cast<std::int32_t>(ErrorCode::aborted), "restarted", 7}, "reply");
+  check_plain_encoding(wire::AbortStep{5, static_cast<std::int32_t>(ErrorCode::unavailable), "stop"}, "abort_step");
+  STATIC_REQUIRE_FALSE(wire::sent_every_step<wire::RegisterGraph>);
+  // The checks of each message still apply.
+  CHECK_THROWS_WITH(wire::decode<wire::Reply>(wire::encode(wire::Reply{999, "?", 0}), "reply"),
+                    Catch::Contains("malformed reply message: reply has an unknown status code"));
+  std::string lying = wire::encode(wire::RunGraph{"abc", 1, 2});
+  const std::uint64_t huge = std::uint64_t{1} << 60;
+  std::memcpy(lying.data(), &huge, sizeof huge);
+  CHECK_THROWS_WITH(wire::decode<wire::RunGraph>(lying, "run_graph"), Catch::Contains("claims"));
+}

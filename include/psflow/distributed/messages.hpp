@@ -80,6 +80,12 @@ struct StopServer {
   template <class A> void load(A& ar) { load_string(ar, reason); }
 };
 
+// Sent in every step: encoded without a Boost archive object (same bytes; see wire.hpp).
+template <> inline constexpr bool sent_every_step<Reply> = true;
+template <> inline constexpr bool sent_every_step<RunGraph> = true;
+template <> inline constexpr bool sent_every_step<TensorMessage> = true;
+template <> inline constexpr bool sent_every_step<AbortStep> = true;
+
 template <class Message>
 Frame make_frame(MessageType type, const Message& message, std::vector<Tensor> tensors = {}) {
   return Frame{type, 0, encode(message), std::move(tensors)};
