@@ -15,11 +15,18 @@ TEST_CASE("a shaped tensor starts zero-filled") {
   for (float v : t.values<float>()) CHECK(v == 0.0f);
 }
 
-TEST_CASE("the buffer is 64-byte aligned") {
-  for (std::size_t n : {1u, 3u, 17u, 1000u}) {
+TEST_CASE("the buffer is 64-byte aligned, 16-byte up to 16 bytes (held inside the tensor's control block)") {
+  for (std::size_t n : {3u, 17u, 1000u}) {
     Tensor t(DType::float64, {n});
     CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % 64 == 0);
   }
+  for (std::size_t n : {0u, 1u, 2u}) {
+    Tensor t(DType::float64, {n});
+    CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % 16 == 0);
+    CHECK(t.nbytes() == n * 8);
+  }
+  Tensor a(DType::float64, {2}), b(DType::float64, {2});
+  CHECK(a.raw_data() != b.raw_data());
 }
 
 TEST_CASE("scalars and xarrays convert in with the right dtype") {

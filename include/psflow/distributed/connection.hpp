@@ -65,23 +65,47 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Sends a frame without blocking: when nothing else is being written it goes out from this
   // thread at once (saving a wake-up of the I/O thread per message, the larger part of a small
-  // step's latency); the rest, and frames sent meanwhile, are queued for the I/O thread.
-  // Dropped silently once the connection is closed.
+  // step's latency); the rest, and frames sent meanwhile, are queued for the I/O thread. Frames
+  // sent while a frame handler runs on this thread are held until it returns and then written
+  // together (see HeldWrites). Dropped silently once the connection is closed.
   void send(wire::Frame frame) {
     auto out = std::make_shared<Outgoing>(std::move(frame));
+    HeldWrites* held = HeldWrites::active();
     {
       std::lock_guard lock(mutex_);  // held while writing, so close_now cannot close the socket under us
       if (closed_) return;
-      if (!writing_ && queue_.empty()) {
-        out->bytes_sent = write_without_blocking(*out);
-        if (out->bytes_sent == out->total_bytes) return;
-      }
       queue_.push_back(std::move(out));
-      if (writing_) return;
+      if (writing_) return;  // whoever is writing takes this frame too
       writing_ = true;
+      if (held) return held->hold(shared_from_this());
+      if (write_queue_without_blocking()) {
+        writing_ = false;
+        return;
+      }
     }
     asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
   }
+
+  // While one exists on a thread, frames sent from that thread are held and written when it
+  // ends, all those for one connection in one write. Each frame handler runs inside one, so a
+  // ps's _Send tensor and its run_graph reply leave together and wake the worker once.
+  class HeldWrites {
+   public:
+    HeldWrites() : previous_(current_) { current_ = this; }
+    HeldWrites(const HeldWrites&) = delete;
+    HeldWrites& operator=(const HeldWrites&) = delete;
+    ~HeldWrites() {
+      current_ = previous_;
+      for (const auto& connection : connections_) connection->write_held();
+    }
+    static HeldWrites* active() noexcept { return current_; }
+    void hold(std::shared_ptr<Connection> connection) { connections_.push_back(std::move(connection)); }
+
+   private:
+    static inline thread_local HeldWrites* current_ = nullptr;
+    HeldWrites* previous_;
+    std::vector<std::shared_ptr<Connection>> connections_;
+  };
 
   // Sends a request; `done` gets the reply, or Unavailable if the connection closes first, or
   // DeadlineExceeded after `timeout` (zero: no deadline).
@@ -188,11 +212,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
                       }));
   }
 
-  // One non-blocking sendmsg of `out`; returns the bytes the kernel took (0 when its buffer is
-  // full or the socket failed: the I/O thread then writes the rest, or reports the failure).
-  std::size_t write_without_blocking(const Outgoing& out) {
+  // One non-blocking sendmsg of the queued frames (mutex_ held); drops the frames it sent
+  // completely and returns true when nothing is left. A full socket buffer or a failed socket
+  // sends nothing: the I/O thread then writes the rest, or reports the failure.
+  bool write_queue_without_blocking() {
     std::vector<asio::const_buffer> buffers;
-    out.append_unsent(buffers);
+    for (const auto& out : queue_) out->append_unsent(buffers);
     std::array<iovec, 64> iov{};
     const std::size_t count = std::min(buffers.size(), iov.size());
     for (std::size_t i = 0; i < count; ++i) {
@@ -203,7 +228,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
     message.msg_iov = iov.data();
     message.msg_iovlen = count;
     const ssize_t written = ::sendmsg(socket_.native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
-    return written > 0 ? out.bytes_sent + static_cast<std::size_t>(written) : out.bytes_sent;
+    std::size_t left = written > 0 ? static_cast<std::size_t>(written) : 0;
+    while (!queue_.empty()) {
+      Outgoing& front = *queue_.front();
+      const std::size_t take = std::min(left, front.total_bytes - front.bytes_sent);
+      front.bytes_sent += take;
+      left -= take;
+      if (front.bytes_sent < front.total_bytes) break;
+      queue_.pop_front();
+    }
+    return queue_.empty();
+  }
+
+  // The end of a HeldWrites scope: write what it held, from this thread if the socket takes it.
+  void write_held() {
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) return;
+      if (write_queue_without_blocking()) {
+        writing_ = false;
+        return;
+      }
+    }
+    asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
   }
 
   void read_header() {
@@ -251,6 +298,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void deliver() {
+    HeldWrites replies;  // what the handlers send leaves when they are done, together
     wire::Frame frame = std::move(incoming_);
     if (frame.type == wire::MessageType::reply) {
       ReplyCallback done;
