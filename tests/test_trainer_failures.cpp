@@ -61,6 +61,7 @@ class TrainerCluster {
 
   ChildProcess& ps(int i) { return *ps_.at(static_cast<std::size_t>(i)); }
   ChildProcess& worker(int i) { return *workers_.at(static_cast<std::size_t>(i)); }
+  int num_workers() const { return static_cast<int>(workers_.size()); }
 
   void kill(ChildProcess& task) {
     task.kill(SIGKILL);
@@ -151,16 +152,20 @@ std::int64_t last_saved_step(const std::string& log) {
   return largest_match(log, line);
 }
 
-// Waits until the chief has trained past `step` and saved a checkpoint after step 0; returns
-// that checkpoint's step.
-std::int64_t wait_for_progress(TrainerCluster& cluster, ChildProcess& chief, std::int64_t step) {
-  INFO(cluster.logs());
-  REQUIRE(eventually([&] { return chief.err(); },
-                     [&](const std::string& log) {
-                       return last_logged_step(log) >= step && last_saved_step(log) > 0;
-                     },
-                     90s));
-  return last_saved_step(chief.err());
+// Waits until every worker is training (it logged its start; training can outrun a non-chief's
+// first readiness poll) and the chief has trained past `step` and saved a checkpoint after
+// step 0; returns that checkpoint's step.
+std::int64_t wait_for_progress(TrainerCluster& cluster, std::int64_t step) {
+  auto going = [&] {
+    for (int i = 0; i < cluster.num_workers(); ++i)
+      if (!contains(cluster.worker(i).err(), "worker " + std::to_string(i) + ": starting at global step"))
+        return false;
+    const std::string chief = cluster.worker(0).err();
+    return last_logged_step(chief) >= step && last_saved_step(chief) > 0;
+  };
+  if (!eventually([] { return 0; }, [&](int) { return going(); }, 90s))
+    FAIL("the workers did not all get training within 90 s:\n" << cluster.logs());
+  return last_saved_step(cluster.worker(0).err());
 }
 
 // The step of the checkpoint the chief's session restored ("restoring <dir>/model.ckpt-N").
@@ -223,7 +228,7 @@ TEST_CASE(
     "finishes") {
   TrainerCluster cluster(1, 2, short_run(1200));
   cluster.start_all();
-  const std::int64_t saved = wait_for_progress(cluster, cluster.worker(0), 300);
+  const std::int64_t saved = wait_for_progress(cluster, 300);
   cluster.kill(cluster.ps(0));
   {
     // Both workers notice within the connect deadline (5 s here) and keep retrying.
@@ -245,7 +250,7 @@ TEST_CASE(
 TEST_CASE("async: a non-chief worker killed mid-training: the others go on, restarted it rejoins") {
   TrainerCluster cluster(1, 2, short_run(1500));
   cluster.start_all();
-  wait_for_progress(cluster, cluster.worker(0), 200);
+  wait_for_progress(cluster, 200);
   cluster.kill(cluster.worker(1));
   const std::int64_t at_kill = last_logged_step(cluster.worker(0).err());
   {
@@ -270,7 +275,7 @@ TEST_CASE(
     "async: the chief killed after a checkpoint and restarted resumes from it with its values") {
   TrainerCluster cluster(1, 2, short_run(2000));
   cluster.start_all();
-  const std::int64_t saved = wait_for_progress(cluster, cluster.worker(0), 300);
+  const std::int64_t saved = wait_for_progress(cluster, 300);
   cluster.kill(cluster.worker(0));
   cluster.start("worker", 0);
   require_clean_end(cluster, 2);
@@ -293,7 +298,7 @@ TEST_CASE(
     "deadline") {
   TrainerCluster cluster(1, 2, short_run(2000, {"--sync_replicas", "--token_timeout_s=3"}));
   cluster.start_all();
-  wait_for_progress(cluster, cluster.worker(0), 100);
+  wait_for_progress(cluster, 100);
   cluster.kill(cluster.worker(0));
   ChildProcess& waiting = cluster.worker(1);
   INFO(cluster.logs());
@@ -308,7 +313,7 @@ TEST_CASE(
     "sync: the chief killed and restarted: the other workers wait for it and the run finishes") {
   TrainerCluster cluster(1, 2, short_run(600, {"--sync_replicas", "--token_timeout_s=60"}));
   cluster.start_all();
-  const std::int64_t saved = wait_for_progress(cluster, cluster.worker(0), 200);
+  const std::int64_t saved = wait_for_progress(cluster, 200);
   cluster.kill(cluster.worker(0));
   std::this_thread::sleep_for(500ms);
   CHECK(cluster.worker(1).running());  // waiting for the chief's go-ahead, within its deadline
@@ -326,7 +331,7 @@ TEST_CASE(
       1, 3,
       short_run(600, {"--sync_replicas", "--replicas_to_aggregate=2", "--shutdown_wait_s=3"}));
   cluster.start_all();
-  wait_for_progress(cluster, cluster.worker(0), 100);
+  wait_for_progress(cluster, 100);
   cluster.kill(cluster.worker(2));
   INFO(cluster.logs());
   REQUIRE(cluster.worker(0).wait_for(120s));

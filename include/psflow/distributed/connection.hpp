@@ -3,9 +3,10 @@
 // Either side may send requests, replies and one-way frames. A frame is written with one
 // scatter-gather write (header, metadata, table and the tensor buffers themselves: no payload
 // copy), from the sending thread when the connection is idle, else by the I/O thread together
-// with everything queued behind it. Reads go header -> metadata+table -> payloads, the
-// payloads straight into newly allocated tensors. A frame that fails validation closes only
-// this connection, with the reason logged; every pending request then fails with Unavailable.
+// with everything queued behind it. Reads take whatever the socket has into a 64 KiB inbox, so
+// several small frames cost one read; large payloads go straight into newly allocated tensors.
+// A frame that fails validation closes only this connection, with the reason logged; every
+// pending request then fails with Unavailable.
 // Requests may carry a deadline, checked by a timer every 50 ms.
 //
 // Thread-safe: send(), call() and close() may be called from any thread. Handlers run on the
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -58,7 +60,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     on_frame_ = std::move(on_frame);
     on_close_ = std::move(on_close);
     asio::dispatch(strand_, [self = shared_from_this()] {
-      self->read_header();
+      self->parse_frames();
       self->arm_timer();
     });
   }
@@ -253,48 +255,70 @@ class Connection : public std::enable_shared_from_this<Connection> {
     asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
   }
 
-  void read_header() {
-    asio::async_read(socket_, asio::buffer(header_buffer_),
-                     asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                       if (ec) return self->close_on_read_error(ec);
-                       try {
-                         self->header_ = wire::decode_header(self->header_buffer_.data(), self->limits_);
-                       } catch (const Error& e) {
-                         return self->close_now(Status(ErrorCode::data_loss, e.message()), true);
-                       }
-                       self->read_metadata();
-                     }));
+  std::size_t buffered() const noexcept { return inbox_end_ - inbox_start_; }
+
+  // Reads whatever the socket has (up to the inbox's room), then parses it.
+  void read_more(std::size_t frame_start_bytes) {
+    std::memmove(inbox_.data(), inbox_.data() + inbox_start_, buffered());
+    inbox_end_ -= inbox_start_;
+    inbox_start_ = 0;
+    if (buffered() == 0 && inbox_.size() > kInboxBytes) inbox_.assign(kInboxBytes, '\0');
+    // A frame's header, metadata and table must fit at once (their sizes are within the limits).
+    if (frame_start_bytes > inbox_.size()) inbox_.resize(frame_start_bytes);
+    socket_.async_read_some(asio::buffer(inbox_.data() + inbox_end_, inbox_.size() - inbox_end_),
+                            asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+                              if (ec) return self->close_on_read_error(ec);
+                              self->inbox_end_ += n;
+                              self->parse_frames();
+                            }));
   }
 
-  void read_metadata() {
-    meta_buffer_.resize(std::size_t{header_.metadata_bytes} + header_.table_bytes);
-    if (meta_buffer_.empty()) return read_payloads();
-    asio::async_read(socket_, asio::buffer(meta_buffer_),
-                     asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                       if (ec) return self->close_on_read_error(ec);
-                       self->read_payloads();
-                     }));
-  }
+  // Delivers every complete frame in the inbox, then reads more. A frame's payload bytes that
+  // came in the same read as its header are copied out of the inbox (at most kInboxBytes); the
+  // rest is read straight into the tensors.
+  void parse_frames() {
+    while (is_open()) {
+      if (buffered() < wire::kHeaderBytes) return read_more(wire::kHeaderBytes);
+      const char* at = inbox_.data() + inbox_start_;
+      try {
+        header_ = wire::decode_header(reinterpret_cast<const unsigned char*>(at), limits_);
+      } catch (const Error& e) {
+        return close_now(Status(ErrorCode::data_loss, e.message()), true);
+      }
+      const std::size_t frame_start = wire::kHeaderBytes + header_.metadata_bytes + header_.table_bytes;
+      if (buffered() < frame_start) return read_more(frame_start);
 
-  void read_payloads() {
-    incoming_ = wire::Frame{};
-    incoming_.type = header_.type;
-    incoming_.request_id = header_.request_id;
-    incoming_.metadata = meta_buffer_.substr(0, header_.metadata_bytes);
-    try {
-      incoming_.tensors = wire::allocate_from_table(meta_buffer_.substr(header_.metadata_bytes), header_, limits_);
-    } catch (const Error& e) {
-      return close_now(Status(ErrorCode::data_loss, e.message()), true);
+      incoming_ = wire::Frame{};
+      incoming_.type = header_.type;
+      incoming_.request_id = header_.request_id;
+      incoming_.metadata.assign(at + wire::kHeaderBytes, header_.metadata_bytes);
+      try {
+        incoming_.tensors = wire::allocate_from_table(
+            std::string(at + wire::kHeaderBytes + header_.metadata_bytes, header_.table_bytes), header_, limits_);
+      } catch (const Error& e) {
+        return close_now(Status(ErrorCode::data_loss, e.message()), true);
+      }
+      inbox_start_ += frame_start;
+
+      std::vector<asio::mutable_buffer> unread;
+      for (Tensor& t : incoming_.tensors) {
+        auto* data = static_cast<char*>(t.raw_data());
+        const std::size_t from_inbox = std::min(t.nbytes(), buffered());
+        std::memcpy(data, inbox_.data() + inbox_start_, from_inbox);
+        inbox_start_ += from_inbox;
+        if (from_inbox < t.nbytes()) unread.emplace_back(data + from_inbox, t.nbytes() - from_inbox);
+      }
+      if (!unread.empty()) {  // the inbox is empty now
+        asio::async_read(socket_, unread,
+                         asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                           if (ec) return self->close_on_read_error(ec);
+                           self->deliver();
+                           self->parse_frames();
+                         }));
+        return;
+      }
+      deliver();
     }
-    std::vector<asio::mutable_buffer> buffers;
-    for (Tensor& t : incoming_.tensors)
-      if (t.nbytes()) buffers.emplace_back(asio::buffer(t.raw_data(), t.nbytes()));
-    if (buffers.empty()) return deliver();
-    asio::async_read(socket_, buffers,
-                     asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                       if (ec) return self->close_on_read_error(ec);
-                       self->deliver();
-                     }));
   }
 
   void deliver() {
@@ -314,7 +338,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     } else if (on_frame_) {
       on_frame_(shared_from_this(), std::move(frame));
     }
-    if (is_open()) read_header();
   }
 
   void close_on_read_error(const boost::system::error_code& ec) {
@@ -381,10 +404,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   FrameHandler on_frame_;
   CloseHandler on_close_;
 
-  // Read state (strand only).
-  std::array<unsigned char, wire::kHeaderBytes> header_buffer_{};
+  // Read state (strand only): bytes read and not yet parsed are inbox_[inbox_start_, inbox_end_).
+  static constexpr std::size_t kInboxBytes = 64 * 1024;
+  std::vector<char> inbox_ = std::vector<char>(kInboxBytes);
+  std::size_t inbox_start_ = 0;
+  std::size_t inbox_end_ = 0;
   wire::FrameHeader header_;
-  std::string meta_buffer_;
   wire::Frame incoming_;
 
   // Shared state.
