@@ -1,7 +1,6 @@
 // Tensor memory: freed large buffers come back for the next tensor of their size, small ones
 // through a per-thread free list; the cache stays within its byte limit.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -94,7 +93,8 @@ TEST_CASE("tensors freed by exiting threads and after them are returned cleanly"
   std::vector<Tensor> made_elsewhere;
   std::thread worker([&] {
     std::vector<Tensor> local;
-    for (int i = 0; i < 100; ++i) local.push_back(Tensor::from_vector(std::vector<float>(8, static_cast<float>(i)), {8}));
+    for (int i = 0; i < 100; ++i)
+      local.push_back(Tensor::from_vector(std::vector<float>(8, static_cast<float>(i)), {8}));
     made_elsewhere.assign(local.begin(), local.begin() + 50);
   });
   worker.join();
@@ -113,5 +113,6 @@ TEST_CASE("PSFLOW_BUFFER_CACHE_MB must be a whole number of MiB") {
   CHECK(buffer_cache_limit_from("512") == std::size_t{512} << 20);
   for (const char* bad : {"", "lots", "12x", "-1", "1.5", "99999999999999999999"})
     CHECK_THROWS_AS(buffer_cache_limit_from(bad), psflow::InvalidArgument);
-  CHECK_THROWS_WITH(buffer_cache_limit_from("lots"), Catch::Contains("PSFLOW_BUFFER_CACHE_MB='lots'"));
+  CHECK_THROWS_WITH(buffer_cache_limit_from("lots"),
+                    Catch::Contains("PSFLOW_BUFFER_CACHE_MB='lots'"));
 }

@@ -51,8 +51,8 @@ struct BufferCacheStats {
 namespace detail {
 
 inline constexpr std::size_t kBufferAlignment = 64;
-inline constexpr std::size_t kSmallBlockMax = 4096;         // per-thread free lists up to here
-inline constexpr std::size_t kLargeBlockMin = 256 * 1024;   // the shared cache from here
+inline constexpr std::size_t kSmallBlockMax = 4096;        // per-thread free lists up to here
+inline constexpr std::size_t kLargeBlockMin = 256 * 1024;  // the shared cache from here
 inline constexpr std::size_t kDefaultBufferCacheLimit = std::size_t{1} << 30;
 
 // A block of tensor memory: `capacity` is what was allocated, at least the bytes asked for.
@@ -61,13 +61,19 @@ struct Block {
   std::size_t capacity = 0;
 };
 
-inline void* aligned_new(std::size_t bytes) { return ::operator new(bytes, std::align_val_t{kBufferAlignment}); }
-inline void aligned_delete(void* p) noexcept { ::operator delete(p, std::align_val_t{kBufferAlignment}); }
+inline void* aligned_new(std::size_t bytes) {
+  return ::operator new (bytes, std::align_val_t{kBufferAlignment});
+}
+inline void aligned_delete(void* p) noexcept {
+  ::operator delete (p, std::align_val_t{kBufferAlignment});
+}
 
 // Size classes. Small: powers of two from 64 B. Large: eight classes per power of two (at most
 // 12.5 % over; pages past the bytes a tensor uses are never touched, so cost no memory).
 inline std::size_t small_class_index(std::size_t bytes) {
-  return static_cast<std::size_t>(std::countr_zero(std::bit_ceil(std::max(bytes, kBufferAlignment)))) - 6;
+  return static_cast<std::size_t>(
+             std::countr_zero(std::bit_ceil(std::max(bytes, kBufferAlignment)))) -
+         6;
 }
 inline std::size_t large_class_capacity(std::size_t bytes) {
   const std::size_t step = std::bit_floor(bytes) / 8;
@@ -83,10 +89,12 @@ inline std::size_t buffer_cache_limit_from(const std::string& megabytes) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != megabytes.size() || megabytes.front() == '-' || value > (std::size_t{1} << 40))
-    throw InvalidArgument("PSFLOW_BUFFER_CACHE_MB='" + megabytes +
-                          "' is not a size: give the MiB of freed tensor buffers to keep for reuse, "
-                          "e.g. 1024, or 0 to keep none");
+  if (used == 0 || used != megabytes.size() || megabytes.front() == '-' ||
+      value > (std::size_t{1} << 40))
+    throw InvalidArgument(
+        "PSFLOW_BUFFER_CACHE_MB='" + megabytes +
+        "' is not a size: give the MiB of freed tensor buffers to keep for reuse, "
+        "e.g. 1024, or 0 to keep none");
   return static_cast<std::size_t>(value) << 20;
 }
 
@@ -243,7 +251,9 @@ inline void free_block(Block block) noexcept {
 // Bytes of freed large tensor buffers kept for reuse (default 1 GiB, or the environment
 // variable PSFLOW_BUFFER_CACHE_MB at first use). 0 turns the cache off; lowering the limit
 // frees the oldest cached buffers at once.
-inline void set_buffer_cache_limit(std::size_t bytes) { detail::LargeBlockCache::instance().set_limit(bytes); }
+inline void set_buffer_cache_limit(std::size_t bytes) {
+  detail::LargeBlockCache::instance().set_limit(bytes);
+}
 
 inline BufferCacheStats buffer_cache_stats() { return detail::LargeBlockCache::instance().stats(); }
 

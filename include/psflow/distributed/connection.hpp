@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -163,21 +164,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
       wire::encode_header(h, header.data());
       total_bytes = header.size() + frame.metadata.size() + table.size() + h.payload_bytes;
     }
-    // Header, metadata, table and the tensor buffers themselves, minus what was sent already.
-    void append_unsent(std::vector<asio::const_buffer>& buffers) const {
+    // Calls visit(data, size) for each piece not sent yet: header, metadata, table and the tensor
+    // buffers themselves; false from visit stops the walk.
+    template <class Visit>
+    bool for_each_unsent(Visit&& visit) const {
       std::size_t skip = bytes_sent;
-      auto add = [&](const void* data, std::size_t size) {
+      auto piece = [&](const void* data, std::size_t size) {
         if (skip >= size) {
           skip -= size;
-          return;
+          return true;
         }
-        buffers.emplace_back(static_cast<const char*>(data) + skip, size - skip);
+        const bool more = visit(static_cast<const char*>(data) + skip, size - skip);
         skip = 0;
+        return more;
       };
-      add(header.data(), header.size());
-      add(frame.metadata.data(), frame.metadata.size());
-      add(table.data(), table.size());
-      for (const Tensor& t : frame.tensors) add(t.raw_data(), t.nbytes());
+      if (!piece(header.data(), header.size()) || !piece(frame.metadata.data(), frame.metadata.size()) ||
+          !piece(table.data(), table.size()))
+        return false;
+      for (const Tensor& t : frame.tensors)
+        if (!piece(t.raw_data(), t.nbytes())) return false;
+      return true;
     }
     wire::Frame frame;  // keeps the tensor buffers alive until written
     std::array<unsigned char, wire::kHeaderBytes> header{};
@@ -202,7 +208,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       queue_.clear();
     }
     std::vector<asio::const_buffer> buffers;
-    for (const auto& out : batch) out->append_unsent(buffers);
+    for (const auto& out : batch)
+      out->for_each_unsent([&](const char* data, std::size_t size) {
+        buffers.emplace_back(data, size);
+        return true;
+      });
     asio::async_write(socket_, buffers,
                       asio::bind_executor(strand_, [self = shared_from_this(), batch = std::move(batch)](
                                                        const boost::system::error_code& ec, std::size_t) {
@@ -218,13 +228,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // completely and returns true when nothing is left. A full socket buffer or a failed socket
   // sends nothing: the I/O thread then writes the rest, or reports the failure.
   bool write_queue_without_blocking() {
-    std::vector<asio::const_buffer> buffers;
-    for (const auto& out : queue_) out->append_unsent(buffers);
-    std::array<iovec, 64> iov{};
-    const std::size_t count = std::min(buffers.size(), iov.size());
-    for (std::size_t i = 0; i < count; ++i) {
-      iov[i].iov_base = const_cast<void*>(buffers[i].data());
-      iov[i].iov_len = buffers[i].size();
+    std::array<iovec, 64> iov{};  // the rest, if more, goes out on the next write
+    std::size_t count = 0;
+    for (const auto& out : queue_) {
+      const bool room = out->for_each_unsent([&](const char* data, std::size_t size) {
+        iov[count++] = iovec{const_cast<char*>(data), size};
+        return count < iov.size();
+      });
+      if (!room) break;
     }
     msghdr message{};
     message.msg_iov = iov.data();
@@ -294,7 +305,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       incoming_.metadata.assign(at + wire::kHeaderBytes, header_.metadata_bytes);
       try {
         incoming_.tensors = wire::allocate_from_table(
-            std::string(at + wire::kHeaderBytes + header_.metadata_bytes, header_.table_bytes), header_, limits_);
+            std::string_view(at + wire::kHeaderBytes + header_.metadata_bytes, header_.table_bytes), header_, limits_);
       } catch (const Error& e) {
         return close_now(Status(ErrorCode::data_loss, e.message()), true);
       }

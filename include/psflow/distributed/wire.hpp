@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <streambuf>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/archive/binary_iarchive.hpp>
@@ -145,7 +146,7 @@ inline std::string encode_tensor_table(const std::vector<Tensor>& tensors) {
 
 // Allocates the tensors a table describes (contents to be read into them), after checking each
 // claimed size against the limits and the header's payload total.
-inline std::vector<Tensor> allocate_from_table(const std::string& table, const FrameHeader& h,
+inline std::vector<Tensor> allocate_from_table(std::string_view table, const FrameHeader& h,
                                                const WireLimits& limits) {
   std::vector<Tensor> tensors;
   tensors.reserve(h.tensor_count);
