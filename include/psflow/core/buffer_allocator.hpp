@@ -135,11 +135,7 @@ class LargeBlockCache {
         PSFLOW_POISON(block.data, block.capacity);
         blocks_.push_back(block);
         cached_bytes_ += block.capacity;
-        while (cached_bytes_ > limit_) {
-          dropped.push_back(blocks_.front());
-          cached_bytes_ -= blocks_.front().capacity;
-          blocks_.pop_front();
-        }
+        dropped = take_oldest_over_limit();
       }
     }
     for (Block b : dropped) release(b);  // outside the lock: munmap is slow
@@ -150,11 +146,7 @@ class LargeBlockCache {
     {
       std::lock_guard lock(mutex_);
       limit_ = bytes;
-      while (cached_bytes_ > limit_) {
-        dropped.push_back(blocks_.front());
-        cached_bytes_ -= blocks_.front().capacity;
-        blocks_.pop_front();
-      }
+      dropped = take_oldest_over_limit();
     }
     for (Block b : dropped) release(b);
   }
@@ -170,6 +162,18 @@ class LargeBlockCache {
   static std::size_t limit_from_environment() {
     const char* mb = std::getenv("PSFLOW_BUFFER_CACHE_MB");
     return mb ? buffer_cache_limit_from(mb) : kDefaultBufferCacheLimit;
+  }
+
+  // Removes the oldest blocks until the cache is within its limit (mutex_ held); the caller
+  // releases them after unlocking.
+  std::deque<Block> take_oldest_over_limit() {
+    std::deque<Block> dropped;
+    while (cached_bytes_ > limit_) {
+      dropped.push_back(blocks_.front());
+      cached_bytes_ -= blocks_.front().capacity;
+      blocks_.pop_front();
+    }
+    return dropped;
   }
 
   static void release(Block block) noexcept {
