@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev zlib1g-dev
   catch2 libbenchmark-dev
   dataset-fashion-mnist python3-numpy
+  clang-format git                                 # the style check: clang-format 14, tracked files
 )
 
 missing=()

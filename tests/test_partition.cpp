@@ -6,7 +6,7 @@
 
 #include "psflow/graph.hpp"
 #include "psflow/graph/subgraph.hpp"
-#include "psflow/runtime/kernels/sendrecv.hpp"
+#include "psflow/runtime/kernels/sendrecv_kernels.hpp"
 #include "psflow/runtime/partition.hpp"
 #include "psflow/runtime/placer.hpp"
 

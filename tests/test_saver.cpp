@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "psflow/graph/is_variable_initialized.hpp"
+#include "psflow/graph/state_ops.hpp"
 #include "psflow/psflow.hpp"
-#include "psflow/runtime/kernels/is_variable_initialized_kernel.hpp"
+#include "psflow/runtime/kernels/state_kernels.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"

@@ -1,10 +1,13 @@
-// Array ops: constants, placeholders, fills, reshape and identity.
+// Array ops: constants, placeholders, fills, reshape and identity, with their gradients.
+// Kernels: runtime/kernels/array_kernels.hpp.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
+#include "psflow/graph/grad_ops.hpp"
+#include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
@@ -19,7 +22,8 @@ inline std::vector<std::int64_t> resolve_reshape(const InferenceContext& ctx,
   std::int64_t known_product = 1;
   for (std::size_t i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
-      if (unknown >= 0) ctx.fail("at most one dimension of the new shape may be -1, got " + shape_string(target));
+      if (unknown >= 0)
+        ctx.fail("at most one dimension of the new shape may be -1, got " + shape_string(target));
       unknown = static_cast<int>(i);
     } else if (target[i] < 0) {
       ctx.fail("new shape " + shape_string(target) + " has a negative dimension");
@@ -40,27 +44,24 @@ inline std::vector<std::int64_t> resolve_reshape(const InferenceContext& ctx,
   return target;
 }
 
-inline const bool array_ops_registered = [] {
-  auto& r = OpRegistry::global();
-  r.add(OpDef{"Const", 0, {}, false, [](const InferenceContext& ctx) {
-    const auto& value = ctx.attr<Tensor>("value");
-    return std::vector<OutputSpec>{{value.dtype(), PartialShape::of_shape(value.shape())}};
-  }});
-  r.add(OpDef{"Placeholder", 0, {}, false, [](const InferenceContext& ctx) {
-    const auto& dims = ctx.attr<std::vector<std::int64_t>>("shape");
-    for (auto d : dims)
-      if (d < -1) ctx.fail("placeholder dimension " + std::to_string(d) + " is invalid (use -1 for unknown)");
-    return std::vector<OutputSpec>{{ctx.attr<DType>("dtype"), PartialShape::of(dims)}};
-  }});
-  r.add(OpDef{"Fill", 0, {}, false, fill_like_shape});
-  r.add(OpDef{"Identity", 1, {}, false, same_as_input});
-  r.add(OpDef{"Reshape", 1, {}, false, [](const InferenceContext& ctx) {
-    auto target = ctx.attr<std::vector<std::int64_t>>("shape");
-    auto dims = resolve_reshape(ctx, target, ctx.input_shapes[0].num_elements());
-    return std::vector<OutputSpec>{{ctx.input_dtypes[0], PartialShape::of(dims)}};
-  }});
-  return true;
-}();
+inline std::vector<OutputSpec> infer_const(const InferenceContext& ctx) {
+  const auto& value = ctx.attr<Tensor>("value");
+  return {OutputSpec{value.dtype(), PartialShape::of_shape(value.shape())}};
+}
+
+inline std::vector<OutputSpec> infer_placeholder(const InferenceContext& ctx) {
+  const auto& dims = ctx.attr<std::vector<std::int64_t>>("shape");
+  for (auto d : dims)
+    if (d < -1)
+      ctx.fail("placeholder dimension " + std::to_string(d) + " is invalid (use -1 for unknown)");
+  return {OutputSpec{ctx.attr<DType>("dtype"), PartialShape::of(dims)}};
+}
+
+inline std::vector<OutputSpec> infer_reshape(const InferenceContext& ctx) {
+  auto target = ctx.attr<std::vector<std::int64_t>>("shape");
+  auto dims = resolve_reshape(ctx, target, ctx.input_shapes[0].num_elements());
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
+}
 
 }  // namespace detail
 
@@ -84,8 +85,9 @@ inline Output scalar_like(Output like, double value, std::string_view name = "")
 // A value fed at run time; shape dimensions of -1 are unknown.
 inline Output placeholder(Graph& graph, DType dtype, std::vector<std::int64_t> shape,
                           std::string_view name = "") {
-  return detail::build_source_op(graph, "Placeholder", {{"dtype", dtype}, {"shape", std::move(shape)}},
-                                 name, "Placeholder")
+  return detail::build_source_op(graph, "Placeholder",
+                                 {{"dtype", dtype}, {"shape", std::move(shape)}}, name,
+                                 "Placeholder")
       .output(0);
 }
 
@@ -93,11 +95,11 @@ inline Output placeholder(Graph& graph, DType dtype, std::vector<std::int64_t> s
 // stored in the graph, so it is cheap to ship to another task).
 inline Output fill(Graph& graph, DType dtype, const Shape& shape, double value,
                    std::string_view name = "") {
-  return detail::build_source_op(
-             graph, "Fill",
-             {{"dtype", dtype}, {"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
-              {"value", value}},
-             name, "Fill")
+  return detail::build_source_op(graph, "Fill",
+                                 {{"dtype", dtype},
+                                  {"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
+                                  {"value", value}},
+                                 name, "Fill")
       .output(0);
 }
 inline Output zeros(Graph& graph, DType dtype, const Shape& shape, std::string_view name = "") {
@@ -117,5 +119,32 @@ inline Output reshape(Output x, std::vector<std::int64_t> shape, std::string_vie
 }
 
 }  // namespace ops
+
+// Definitions and gradients, registered once per program.
+namespace detail {
+
+inline Grads reshape_grad(const Operation& op, const Grads& g) {
+  const Output x = op.input(0);
+  if (x.shape().fully_defined()) return {ops::reshape(g[0], x.shape().dims)};
+  return {ops::reshape_to_shape_of(g[0], x)};  // unknown dims: take x's shape at run time
+}
+
+inline Grads identity_grad(const Operation&, const Grads& g) { return {g[0]}; }
+
+inline const bool array_ops_registered = [] {
+  auto& defs = OpRegistry::global();
+  defs.add({.type = "Const", .infer = infer_const});
+  defs.add({.type = "Placeholder", .infer = infer_placeholder});
+  defs.add({.type = "Fill", .infer = fill_like_shape});
+  defs.add({.type = "Identity", .num_inputs = 1, .infer = same_as_input});
+  defs.add({.type = "Reshape", .num_inputs = 1, .infer = infer_reshape});
+  auto& grads = GradientRegistry::global();
+  grads.add("Identity", identity_grad);
+  grads.add("Reshape", reshape_grad);
+  grads.add_not_differentiable({"Const", "Placeholder", "Fill"});
+  return true;
+}();
+
+}  // namespace detail
 
 }  // namespace psflow

@@ -14,8 +14,8 @@
 
 namespace psflow {
 
-using AttrValue = std::variant<bool, std::int64_t, double, std::string, DType,
-                               std::vector<std::int64_t>, Tensor>;
+using AttrValue =
+    std::variant<bool, std::int64_t, double, std::string, DType, std::vector<std::int64_t>, Tensor>;
 using AttrMap = std::map<std::string, AttrValue, std::less<>>;
 
 namespace detail {

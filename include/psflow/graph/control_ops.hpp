@@ -1,16 +1,19 @@
 // Control ops: NoOp, and group() which runs several ops through one NoOp's control inputs.
+// Kernels: runtime/kernels/control_kernels.hpp.
 #pragma once
 
 #include <string_view>
 #include <vector>
 
+#include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
 
 namespace detail {
 inline const bool control_ops_registered =
-    OpRegistry::global().add(OpDef{"NoOp", 0, {}, false, nullptr});
+    OpRegistry::global().add(OpDef{.type = "NoOp"}) &&
+    GradientRegistry::global().add_not_differentiable("NoOp");
 }  // namespace detail
 
 namespace ops {
@@ -21,9 +24,11 @@ inline Operation no_op(Graph& graph, std::string_view name = "") {
 
 // A NoOp that runs after every op in `ops` (TF's tf.group).
 inline Operation group(const std::vector<Operation>& ops, std::string_view name = "") {
-  if (ops.empty()) throw InvalidArgument("ops::group needs at least one op (its graph comes from them)");
+  if (ops.empty())
+    throw InvalidArgument("ops::group needs at least one op (its graph comes from them)");
   Graph& graph = ops.front().graph();
-  return graph.create_op(NodeSpec{"NoOp", {}, {}, std::string(name), "group_deps", ops, std::nullopt});
+  return graph.create_op(
+      NodeSpec{"NoOp", {}, {}, std::string(name), "group_deps", ops, std::nullopt});
 }
 
 }  // namespace ops

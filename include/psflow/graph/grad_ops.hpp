@@ -1,4 +1,4 @@
-// Ops that gradients() builds (train/gradients.hpp), usable on their own too: ZerosLike/OnesLike,
+// Ops that gradients() builds (graph/gradients.hpp), usable on their own too: ZerosLike/OnesLike,
 // AddN, the "...ShapeOf" family that undoes broadcasting and reductions using the run-time shape
 // of a second input (so unknown dimensions such as the batch work), and the element-wise
 // derivative ops of Relu, Sigmoid, Tanh, Maximum and Minimum.
@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
@@ -78,12 +79,12 @@ inline std::vector<OutputSpec> broadcast_back_shape(const InferenceContext& ctx,
 inline const bool grad_ops_registered = [] {
   auto& r = OpRegistry::global();
   for (const char* type : {"ZerosLike", "OnesLike"})
-    r.add(OpDef{type, 1, {}, false, [](const InferenceContext& ctx) {
+    r.add(OpDef{.type = type, .num_inputs = 1, .infer = [](const InferenceContext& ctx) {
                   expect_numeric(ctx, 0);
                   return same_as_input(ctx);
                 }});
 
-  r.add(OpDef{"AddN", -1, {}, false, [](const InferenceContext& ctx) {
+  r.add(OpDef{.type = "AddN", .num_inputs = -1, .infer = [](const InferenceContext& ctx) {
                 if (ctx.input_dtypes.empty()) ctx.fail("needs at least one input");
                 expect_numeric(ctx, 0);
                 PartialShape shape = ctx.input_shapes[0];
@@ -103,7 +104,7 @@ inline const bool grad_ops_registered = [] {
                 return std::vector<OutputSpec>{{ctx.input_dtypes[0], shape}};
               }});
 
-  r.add(OpDef{"SumToShapeOf", 2, {}, false, [](const InferenceContext& ctx) {
+  r.add(OpDef{.type = "SumToShapeOf", .num_inputs = 2, .infer = [](const InferenceContext& ctx) {
                 expect_numeric(ctx, 0);
                 ctx.expect_same_dtype(0, 1);
                 const auto& grad = ctx.input_shapes[0];
@@ -123,23 +124,24 @@ inline const bool grad_ops_registered = [] {
                 return std::vector<OutputSpec>{{ctx.input_dtypes[0], like}};
               }});
 
-  r.add(OpDef{"BroadcastToShapeOf", 2, {}, false, [](const InferenceContext& ctx) {
-                return broadcast_back_shape(ctx, false);
-              }});
-  r.add(OpDef{"MeanGrad", 2, {}, false, [](const InferenceContext& ctx) {
+  r.add(OpDef{
+      .type = "BroadcastToShapeOf", .num_inputs = 2, .infer = [](const InferenceContext& ctx) {
+        return broadcast_back_shape(ctx, false);
+      }});
+  r.add(OpDef{.type = "MeanGrad", .num_inputs = 2, .infer = [](const InferenceContext& ctx) {
                 return broadcast_back_shape(ctx, true);
               }});
 
-  r.add(OpDef{"ReshapeToShapeOf", 2, {}, false, [](const InferenceContext& ctx) {
-                const auto a = ctx.input_shapes[0].num_elements(),
-                           b = ctx.input_shapes[1].num_elements();
-                if (a && b && *a != *b)
-                  ctx.fail("cannot reshape " + ctx.describe_input(0) + " to the shape of " +
-                           ctx.describe_input(1));
-                return std::vector<OutputSpec>{{ctx.input_dtypes[0], ctx.input_shapes[1]}};
-              }});
+  r.add(OpDef{
+      .type = "ReshapeToShapeOf", .num_inputs = 2, .infer = [](const InferenceContext& ctx) {
+        const auto a = ctx.input_shapes[0].num_elements(), b = ctx.input_shapes[1].num_elements();
+        if (a && b && *a != *b)
+          ctx.fail("cannot reshape " + ctx.describe_input(0) + " to the shape of " +
+                   ctx.describe_input(1));
+        return std::vector<OutputSpec>{{ctx.input_dtypes[0], ctx.input_shapes[1]}};
+      }});
 
-  r.add(OpDef{"ReluGrad", 2, {}, false, [](const InferenceContext& ctx) {
+  r.add(OpDef{.type = "ReluGrad", .num_inputs = 2, .infer = [](const InferenceContext& ctx) {
                 expect_numeric(ctx, 0);
                 ctx.expect_same_dtype(0, 1);
                 return std::vector<OutputSpec>{
@@ -147,7 +149,7 @@ inline const bool grad_ops_registered = [] {
               }});
   for (const char* type : {"SigmoidGrad", "TanhGrad"})
     r.add(
-        OpDef{type, 2, {}, false, [](const InferenceContext& ctx) {
+        OpDef{.type = type, .num_inputs = 2, .infer = [](const InferenceContext& ctx) {
                 expect_floating(ctx, 0);
                 ctx.expect_same_dtype(0, 1);
                 return std::vector<OutputSpec>{
@@ -155,13 +157,15 @@ inline const bool grad_ops_registered = [] {
               }});
 
   for (const char* type : {"MaximumGrad", "MinimumGrad"})
-    r.add(OpDef{type, 3, {}, false, [](const InferenceContext& ctx) {
+    r.add(OpDef{.type = type, .num_inputs = 3, .infer = [](const InferenceContext& ctx) {
                   expect_numeric(ctx, 0);
                   ctx.expect_same_dtype(0, 1);
                   ctx.expect_same_dtype(0, 2);
                   const OutputSpec out{ctx.input_dtypes[2], ctx.input_shapes[2]};
                   return std::vector<OutputSpec>{out, out};
                 }});
+  // Their values do not depend on x's values, so no gradient flows through them.
+  GradientRegistry::global().add_not_differentiable({"ZerosLike", "OnesLike"});
   return true;
 }();
 

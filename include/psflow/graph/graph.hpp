@@ -48,8 +48,8 @@ struct Node {
   std::vector<TensorId> inputs;
   std::vector<int> control_inputs;
   AttrMap attrs;
-  std::string device;         // canonical requested device, "" when none was requested
-  int colocate_with = -1;     // root node of this node's colocation group, -1 when none
+  std::string device;      // canonical requested device, "" when none was requested
+  int colocate_with = -1;  // root node of this node's colocation group, -1 when none
   std::vector<OutputSpec> outputs;
 };
 
@@ -155,11 +155,14 @@ class Graph {
   [[nodiscard]] ScopeGuard device(const char* spec) { return device(std::string_view(spec)); }
   // Ops created while the guard lives ask `fn` for their device (after inner scopes applied).
   [[nodiscard]] ScopeGuard device(DeviceFunction fn) {
-    if (!fn) throw InvalidArgument("Graph::device: empty device function (use device(nullptr) to reset)");
+    if (!fn)
+      throw InvalidArgument("Graph::device: empty device function (use device(nullptr) to reset)");
     return push_device(DeviceScope{"", std::move(fn), false});
   }
   // TF's device(None): ops created inside ignore every enclosing device scope.
-  [[nodiscard]] ScopeGuard device(std::nullptr_t) { return push_device(DeviceScope{"", nullptr, true}); }
+  [[nodiscard]] ScopeGuard device(std::nullptr_t) {
+    return push_device(DeviceScope{"", nullptr, true});
+  }
 
   // Ops created inside are named "<scope>/<name>"; the scope name is made unique like TF's.
   [[nodiscard]] ScopeGuard name_scope(std::string_view name);
@@ -171,7 +174,8 @@ class Graph {
   // control_dependencies(None)); used when creating variables.
   [[nodiscard]] ScopeGuard clear_control_dependencies() {
     auto saved = std::exchange(control_scopes_, {});
-    return ScopeGuard([this, saved = std::move(saved)]() mutable { control_scopes_ = std::move(saved); });
+    return ScopeGuard(
+        [this, saved = std::move(saved)]() mutable { control_scopes_ = std::move(saved); });
   }
 
   std::vector<Operation> operations() const;
@@ -316,7 +320,8 @@ inline ScopeGuard Graph::name_scope(std::string_view name) {
 }
 
 inline ScopeGuard Graph::colocate_with(const Operation& op) {
-  if (&op.graph() != this) throw InvalidArgument("colocate_with: op '" + op.name() + "' is from another graph");
+  if (&op.graph() != this)
+    throw InvalidArgument("colocate_with: op '" + op.name() + "' is from another graph");
   const int root = op.node().colocate_with >= 0 ? op.node().colocate_with : op.id();
   colocation_scopes_.push_back(root);
   return ScopeGuard([this] { colocation_scopes_.pop_back(); });

@@ -55,7 +55,8 @@ inline void import_graph_def(Graph& graph, const GraphDef& def) {
         continue;
       }
       const auto colon = in.rfind(':');
-      auto op = colon == std::string::npos ? std::nullopt : graph.find_operation(in.substr(0, colon));
+      auto op =
+          colon == std::string::npos ? std::nullopt : graph.find_operation(in.substr(0, colon));
       if (!op)
         throw InvalidArgument("GraphDef node '" + n.name + "' has input '" + in +
                               "' that is not defined before it");
@@ -65,7 +66,8 @@ inline void import_graph_def(Graph& graph, const GraphDef& def) {
       } catch (const std::exception&) {
       }
       if (index < 0 || index >= op->num_outputs())
-        throw InvalidArgument("GraphDef node '" + n.name + "' has input '" + in + "' with a bad output index");
+        throw InvalidArgument("GraphDef node '" + n.name + "' has input '" + in +
+                              "' with a bad output index");
       spec.inputs.push_back(op->output(index));
     }
     Operation created = graph.create_op(std::move(spec));

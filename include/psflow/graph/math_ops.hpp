@@ -1,97 +1,98 @@
-// Math ops: numpy-broadcasting arithmetic, element-wise functions, MatMul and reductions.
-// Each builder takes its graph from its inputs and accepts an optional node name.
+// Math ops: numpy-broadcasting arithmetic, element-wise functions, MatMul and reductions, with
+// their gradients. Kernels: runtime/kernels/math_kernels.hpp. Each builder takes its graph from
+// its inputs and accepts an optional node name.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "psflow/graph/array_ops.hpp"
+#include "psflow/graph/grad_ops.hpp"
+#include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
 
 namespace detail {
 
-inline bool register_binary(const char* type) {
-  return OpRegistry::global().add(OpDef{type, 2, {}, false, [](const InferenceContext& ctx) {
-                                          expect_numeric(ctx, 0);
-                                          return broadcast_binary(ctx);
-                                        }});
+inline std::vector<OutputSpec> infer_binary(const InferenceContext& ctx) {
+  expect_numeric(ctx, 0);
+  return broadcast_binary(ctx);
+}
+inline std::vector<OutputSpec> infer_unary(const InferenceContext& ctx) {
+  expect_numeric(ctx, 0);
+  return same_as_input(ctx);
+}
+inline std::vector<OutputSpec> infer_unary_floating(const InferenceContext& ctx) {
+  expect_floating(ctx, 0);
+  return same_as_input(ctx);
 }
 
-// kind: 0 any number, 1 floating only
-inline bool register_unary(const char* type, bool floating_only) {
-  return OpRegistry::global().add(
-      OpDef{type, 1, {}, false, [floating_only](const InferenceContext& ctx) {
-              if (floating_only) expect_floating(ctx, 0);
-              else expect_numeric(ctx, 0);
-              return same_as_input(ctx);
-            }});
-}
-
-inline const bool math_ops_registered = [] {
-  for (const char* t : {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"}) register_binary(t);
-  for (const char* t : {"Neg", "Square", "Relu"}) register_unary(t, false);
-  for (const char* t : {"Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Rsqrt"}) register_unary(t, true);
-
-  OpRegistry::global().add(OpDef{"MatMul", 2, {}, false, [](const InferenceContext& ctx) {
-    ctx.expect_same_dtype(0, 1);
-    expect_numeric(ctx, 0);
-    const bool ta = ctx.attr<bool>("transpose_a"), tb = ctx.attr<bool>("transpose_b");
-    const auto& a = ctx.input_shapes[0];
-    const auto& b = ctx.input_shapes[1];
-    if ((a.known && a.dims.size() != 2) || (b.known && b.dims.size() != 2))
-      ctx.fail("both inputs must be matrices (rank 2), got " + ctx.describe_input(0) + " and " +
-               ctx.describe_input(1));
-    std::int64_t rows = -1, cols = -1, inner_a = -1, inner_b = -1;
-    if (a.known) { rows = a.dims[ta ? 1 : 0]; inner_a = a.dims[ta ? 0 : 1]; }
-    if (b.known) { cols = b.dims[tb ? 0 : 1]; inner_b = b.dims[tb ? 1 : 0]; }
-    if (inner_a >= 0 && inner_b >= 0 && inner_a != inner_b)
-      ctx.fail("inner dimensions differ: " + ctx.describe_input(0) +
-               (ta ? " (transposed)" : "") + " times " + ctx.describe_input(1) +
-               (tb ? " (transposed)" : "") + " needs " + std::to_string(inner_a) +
-               " == " + std::to_string(inner_b));
-    return std::vector<OutputSpec>{{ctx.input_dtypes[0], PartialShape::of({rows, cols})}};
-  }});
-
-  for (const char* t : {"Sum", "Mean"}) {
-    OpRegistry::global().add(OpDef{t, 1, {}, false, [](const InferenceContext& ctx) {
-      expect_numeric(ctx, 0);
-      const auto& axes = ctx.attr<std::vector<std::int64_t>>("axes");
-      const bool keep_dims = ctx.attr<bool>("keep_dims");
-      const auto& in = ctx.input_shapes[0];
-      if (!in.known) return std::vector<OutputSpec>{{ctx.input_dtypes[0], PartialShape::unknown()}};
-      const auto rank = static_cast<std::int64_t>(in.dims.size());
-      std::vector<bool> reduced(in.dims.size(), axes.empty());
-      for (auto axis : axes) {
-        if (axis < -rank || axis >= rank)
-          ctx.fail("axis " + std::to_string(axis) + " is out of range for " +
-                   ctx.describe_input(0) + " (rank " + std::to_string(rank) + ")");
-        reduced[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)] = true;
-      }
-      std::vector<std::int64_t> out;
-      for (std::size_t i = 0; i < in.dims.size(); ++i) {
-        if (!reduced[i]) out.push_back(in.dims[i]);
-        else if (keep_dims) out.push_back(1);
-      }
-      return std::vector<OutputSpec>{{ctx.input_dtypes[0], PartialShape::of(out)}};
-    }});
+inline std::vector<OutputSpec> infer_matmul(const InferenceContext& ctx) {
+  ctx.expect_same_dtype(0, 1);
+  expect_numeric(ctx, 0);
+  const bool ta = ctx.attr<bool>("transpose_a"), tb = ctx.attr<bool>("transpose_b");
+  const auto& a = ctx.input_shapes[0];
+  const auto& b = ctx.input_shapes[1];
+  if ((a.known && a.dims.size() != 2) || (b.known && b.dims.size() != 2))
+    ctx.fail("both inputs must be matrices (rank 2), got " + ctx.describe_input(0) + " and " +
+             ctx.describe_input(1));
+  std::int64_t rows = -1, cols = -1, inner_a = -1, inner_b = -1;
+  if (a.known) {
+    rows = a.dims[ta ? 1 : 0];
+    inner_a = a.dims[ta ? 0 : 1];
   }
-  return true;
-}();
+  if (b.known) {
+    cols = b.dims[tb ? 0 : 1];
+    inner_b = b.dims[tb ? 1 : 0];
+  }
+  if (inner_a >= 0 && inner_b >= 0 && inner_a != inner_b)
+    ctx.fail("inner dimensions differ: " + ctx.describe_input(0) + (ta ? " (transposed)" : "") +
+             " times " + ctx.describe_input(1) + (tb ? " (transposed)" : "") + " needs " +
+             std::to_string(inner_a) + " == " + std::to_string(inner_b));
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of({rows, cols})}};
+}
+
+inline std::vector<OutputSpec> infer_reduction(const InferenceContext& ctx) {
+  expect_numeric(ctx, 0);
+  const auto& axes = ctx.attr<std::vector<std::int64_t>>("axes");
+  const bool keep_dims = ctx.attr<bool>("keep_dims");
+  const auto& in = ctx.input_shapes[0];
+  if (!in.known) return {OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()}};
+  const auto rank = static_cast<std::int64_t>(in.dims.size());
+  std::vector<bool> reduced(in.dims.size(), axes.empty());
+  for (auto axis : axes) {
+    if (axis < -rank || axis >= rank)
+      ctx.fail("axis " + std::to_string(axis) + " is out of range for " + ctx.describe_input(0) +
+               " (rank " + std::to_string(rank) + ")");
+    reduced[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)] = true;
+  }
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < in.dims.size(); ++i) {
+    if (!reduced[i])
+      out.push_back(in.dims[i]);
+    else if (keep_dims)
+      out.push_back(1);
+  }
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(out)}};
+}
 
 inline Output binary_op(const char* type, const char* default_name, Output x, Output y,
                         std::string_view name) {
   return build_op(type, {x, y}, {}, name, default_name).output(0);
 }
 
-inline Output unary_op(const char* type, const char* default_name, Output x, std::string_view name) {
+inline Output unary_op(const char* type, const char* default_name, Output x,
+                       std::string_view name) {
   return build_op(type, {x}, {}, name, default_name).output(0);
 }
 
 inline Output reduction(const char* type, const char* default_name, Output x,
                         const std::vector<int>& axes, bool keep_dims, std::string_view name) {
-  return build_op(type, {x}, {{"axes", to_dims(axes)}, {"keep_dims", keep_dims}}, name, default_name)
+  return build_op(type, {x}, {{"axes", to_dims(axes)}, {"keep_dims", keep_dims}}, name,
+                  default_name)
       .output(0);
 }
 
@@ -99,29 +100,60 @@ inline Output reduction(const char* type, const char* default_name, Output x,
 
 namespace ops {
 
-inline Output add(Output x, Output y, std::string_view name = "") { return detail::binary_op("Add", "add", x, y, name); }
-inline Output sub(Output x, Output y, std::string_view name = "") { return detail::binary_op("Sub", "sub", x, y, name); }
-inline Output mul(Output x, Output y, std::string_view name = "") { return detail::binary_op("Mul", "mul", x, y, name); }
+inline Output add(Output x, Output y, std::string_view name = "") {
+  return detail::binary_op("Add", "add", x, y, name);
+}
+inline Output sub(Output x, Output y, std::string_view name = "") {
+  return detail::binary_op("Sub", "sub", x, y, name);
+}
+inline Output mul(Output x, Output y, std::string_view name = "") {
+  return detail::binary_op("Mul", "mul", x, y, name);
+}
 // True division for floats (TF's truediv); integer inputs divide with C++ semantics.
-inline Output div(Output x, Output y, std::string_view name = "") { return detail::binary_op("RealDiv", "truediv", x, y, name); }
-inline Output maximum(Output x, Output y, std::string_view name = "") { return detail::binary_op("Maximum", "Maximum", x, y, name); }
-inline Output minimum(Output x, Output y, std::string_view name = "") { return detail::binary_op("Minimum", "Minimum", x, y, name); }
+inline Output div(Output x, Output y, std::string_view name = "") {
+  return detail::binary_op("RealDiv", "truediv", x, y, name);
+}
+inline Output maximum(Output x, Output y, std::string_view name = "") {
+  return detail::binary_op("Maximum", "Maximum", x, y, name);
+}
+inline Output minimum(Output x, Output y, std::string_view name = "") {
+  return detail::binary_op("Minimum", "Minimum", x, y, name);
+}
 
-inline Output neg(Output x, std::string_view name = "") { return detail::unary_op("Neg", "Neg", x, name); }
-inline Output square(Output x, std::string_view name = "") { return detail::unary_op("Square", "Square", x, name); }
-inline Output relu(Output x, std::string_view name = "") { return detail::unary_op("Relu", "Relu", x, name); }
-inline Output sigmoid(Output x, std::string_view name = "") { return detail::unary_op("Sigmoid", "Sigmoid", x, name); }
-inline Output tanh(Output x, std::string_view name = "") { return detail::unary_op("Tanh", "Tanh", x, name); }
-inline Output exp(Output x, std::string_view name = "") { return detail::unary_op("Exp", "Exp", x, name); }
-inline Output log(Output x, std::string_view name = "") { return detail::unary_op("Log", "Log", x, name); }
-inline Output sqrt(Output x, std::string_view name = "") { return detail::unary_op("Sqrt", "Sqrt", x, name); }
-inline Output rsqrt(Output x, std::string_view name = "") { return detail::unary_op("Rsqrt", "Rsqrt", x, name); }
+inline Output neg(Output x, std::string_view name = "") {
+  return detail::unary_op("Neg", "Neg", x, name);
+}
+inline Output square(Output x, std::string_view name = "") {
+  return detail::unary_op("Square", "Square", x, name);
+}
+inline Output relu(Output x, std::string_view name = "") {
+  return detail::unary_op("Relu", "Relu", x, name);
+}
+inline Output sigmoid(Output x, std::string_view name = "") {
+  return detail::unary_op("Sigmoid", "Sigmoid", x, name);
+}
+inline Output tanh(Output x, std::string_view name = "") {
+  return detail::unary_op("Tanh", "Tanh", x, name);
+}
+inline Output exp(Output x, std::string_view name = "") {
+  return detail::unary_op("Exp", "Exp", x, name);
+}
+inline Output log(Output x, std::string_view name = "") {
+  return detail::unary_op("Log", "Log", x, name);
+}
+inline Output sqrt(Output x, std::string_view name = "") {
+  return detail::unary_op("Sqrt", "Sqrt", x, name);
+}
+inline Output rsqrt(Output x, std::string_view name = "") {
+  return detail::unary_op("Rsqrt", "Rsqrt", x, name);
+}
 
 // 2-D matrix product of x (optionally transposed) and y (optionally transposed).
 inline Output matmul(Output x, Output y, bool transpose_a = false, bool transpose_b = false,
                      std::string_view name = "") {
-  return detail::build_op("MatMul", {x, y}, {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}},
-                          name, "MatMul")
+  return detail::build_op("MatMul", {x, y},
+                          {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}}, name,
+                          "MatMul")
       .output(0);
 }
 
@@ -153,5 +185,127 @@ inline Output operator*(Output x, double y) { return x * ops::scalar_like(x, y);
 inline Output operator*(double x, Output y) { return ops::scalar_like(y, x) * y; }
 inline Output operator/(Output x, double y) { return x / ops::scalar_like(x, y); }
 inline Output operator/(double x, Output y) { return ops::scalar_like(y, x) / y; }
+
+// Definitions and gradients, registered once per program.
+namespace detail {
+
+// ---- gradients: TF's math_grad.py rules -----------------------------------------------------
+
+// `grad` summed back to the shape of `like` (a broadcasting op's input); nothing to do when
+// both shapes are known and equal.
+inline Output sum_back(const Output& grad, const Output& like) {
+  const PartialShape g = grad.shape(), l = like.shape();
+  if (g.fully_defined() && l.fully_defined() && g.dims == l.dims) return grad;
+  return ops::sum_to_shape_of(grad, like);
+}
+
+inline Grads add_grad(const Operation& op, const Grads& g) {
+  return {sum_back(g[0], op.input(0)), sum_back(g[0], op.input(1))};
+}
+inline Grads sub_grad(const Operation& op, const Grads& g) {
+  return {sum_back(g[0], op.input(0)), sum_back(ops::neg(g[0]), op.input(1))};
+}
+inline Grads mul_grad(const Operation& op, const Grads& g) {
+  const Output x = op.input(0), y = op.input(1);
+  return {sum_back(ops::mul(g[0], y), x), sum_back(ops::mul(x, g[0]), y)};
+}
+// d(x/y)/dy = -x/y^2, computed as (-x / y) / y like TF.
+inline Grads div_grad(const Operation& op, const Grads& g) {
+  const Output x = op.input(0), y = op.input(1);
+  return {sum_back(ops::div(g[0], y), x),
+          sum_back(ops::mul(g[0], ops::div(ops::div(ops::neg(x), y), y)), y)};
+}
+// Ties go to x (x >= y for Maximum, x <= y for Minimum), as in TF.
+template <bool Maximum>
+Grads max_min_grad(const Operation& op, const Grads& g) {
+  const Output x = op.input(0), y = op.input(1);
+  auto [gx, gy] = Maximum ? ops::maximum_grad(x, y, g[0]) : ops::minimum_grad(x, y, g[0]);
+  return {sum_back(gx, x), sum_back(gy, y)};
+}
+
+inline Grads neg_grad(const Operation&, const Grads& g) { return {ops::neg(g[0])}; }
+inline Grads square_grad(const Operation& op, const Grads& g) {
+  const Output x = op.input(0);
+  return {ops::mul(g[0], ops::mul(x, ops::scalar_like(x, 2.0)))};
+}
+inline Grads relu_grad(const Operation& op, const Grads& g) {
+  return {ops::relu_grad(g[0], op.output(0))};  // output > 0 exactly where input > 0
+}
+inline Grads sigmoid_grad(const Operation& op, const Grads& g) {
+  return {ops::sigmoid_grad(op.output(0), g[0])};
+}
+inline Grads tanh_grad(const Operation& op, const Grads& g) {
+  return {ops::tanh_grad(op.output(0), g[0])};
+}
+inline Grads exp_grad(const Operation& op, const Grads& g) {
+  return {ops::mul(g[0], op.output(0))};
+}
+inline Grads log_grad(const Operation& op, const Grads& g) { return {ops::div(g[0], op.input(0))}; }
+// d sqrt(x) = 0.5 / sqrt(x), from the output like TF's SqrtGrad.
+inline Grads sqrt_grad(const Operation& op, const Grads& g) {
+  return {ops::mul(ops::div(g[0], op.output(0)), ops::scalar_like(g[0], 0.5))};
+}
+// d x^-1/2 = -0.5 * y^3, from the output y like TF's RsqrtGrad.
+inline Grads rsqrt_grad(const Operation& op, const Grads& g) {
+  const Output y = op.output(0);
+  return {ops::mul(ops::mul(g[0], ops::mul(ops::mul(y, y), y)), ops::scalar_like(y, -0.5))};
+}
+
+// TF's _MatMulGrad: for each transpose combination, the two products that undo it.
+inline Grads matmul_grad(const Operation& op, const Grads& g) {
+  const bool ta = op_attr<bool>(op, "transpose_a"), tb = op_attr<bool>(op, "transpose_b");
+  const Output a = op.input(0), b = op.input(1), d = g[0];
+  if (!ta && !tb) return {ops::matmul(d, b, false, true), ops::matmul(a, d, true, false)};
+  if (!ta && tb) return {ops::matmul(d, b, false, false), ops::matmul(d, a, true, false)};
+  if (ta && !tb) return {ops::matmul(b, d, false, true), ops::matmul(a, d, false, false)};
+  return {ops::matmul(b, d, true, true), ops::matmul(d, a, true, true)};
+}
+
+inline Grads sum_grad(const Operation& op, const Grads& g) {
+  return {ops::broadcast_to_shape_of(g[0], op.input(0),
+                                     op_attr<std::vector<std::int64_t>>(op, "axes"),
+                                     op_attr<bool>(op, "keep_dims"))};
+}
+inline Grads mean_grad(const Operation& op, const Grads& g) {
+  return {ops::mean_grad(g[0], op.input(0), op_attr<std::vector<std::int64_t>>(op, "axes"),
+                         op_attr<bool>(op, "keep_dims"))};
+}
+
+inline const bool math_ops_registered = [] {
+  auto& defs = OpRegistry::global();
+  auto& grads = GradientRegistry::global();
+  const std::pair<const char*, GradientFunction> binary[] = {{"Add", add_grad},
+                                                             {"Sub", sub_grad},
+                                                             {"Mul", mul_grad},
+                                                             {"RealDiv", div_grad},
+                                                             {"Maximum", max_min_grad<true>},
+                                                             {"Minimum", max_min_grad<false>}};
+  for (const auto& [type, grad] : binary) {
+    defs.add({.type = type, .num_inputs = 2, .infer = infer_binary});
+    grads.add(type, grad);
+  }
+  const std::pair<const char*, GradientFunction> unary[] = {
+      {"Neg", neg_grad}, {"Square", square_grad}, {"Relu", relu_grad}};
+  for (const auto& [type, grad] : unary) {
+    defs.add({.type = type, .num_inputs = 1, .infer = infer_unary});
+    grads.add(type, grad);
+  }
+  const std::pair<const char*, GradientFunction> unary_floating[] = {
+      {"Sigmoid", sigmoid_grad}, {"Tanh", tanh_grad}, {"Exp", exp_grad},
+      {"Log", log_grad},         {"Sqrt", sqrt_grad}, {"Rsqrt", rsqrt_grad}};
+  for (const auto& [type, grad] : unary_floating) {
+    defs.add({.type = type, .num_inputs = 1, .infer = infer_unary_floating});
+    grads.add(type, grad);
+  }
+  defs.add({.type = "MatMul", .num_inputs = 2, .infer = infer_matmul});
+  grads.add("MatMul", matmul_grad);
+  defs.add({.type = "Sum", .num_inputs = 1, .infer = infer_reduction});
+  grads.add("Sum", sum_grad);
+  defs.add({.type = "Mean", .num_inputs = 1, .infer = infer_reduction});
+  grads.add("Mean", mean_grad);
+  return true;
+}();
+
+}  // namespace detail
 
 }  // namespace psflow

@@ -1,40 +1,59 @@
 // Neural-network ops: softmax cross-entropy (loss and its gradient in one kernel, as in TF).
+// Kernels: runtime/kernels/nn_kernels.hpp.
 #pragma once
 
 #include <string_view>
 
+#include "psflow/graph/gradient_registry.hpp"
+#include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
 
 namespace detail {
 
+// TF's _SoftmaxCrossEntropyWithLogitsGrad: the kernel's second output, softmax(logits) - labels,
+// times the per-example incoming gradient expanded to a column. Inputs are (logits, labels);
+// like TF1's softmax_cross_entropy_with_logits (v1), labels get no gradient.
+inline Grads softmax_xent_grad(const Operation& op, const Grads& g) {
+  if (g.size() > 1 && g[1].valid())
+    throw InvalidArgument("gradients: op '" + op.name() +
+                          "' (SoftmaxCrossEntropyWithLogits) is differentiated through its "
+                          "backprop output (output 1), which has no gradient: use output 0");
+  if (!g[0].valid()) return {Output{}, Output{}};
+  return {ops::mul(ops::reshape(g[0], {-1, 1}), op.output(1)), Output{}};
+}
+
 inline const bool nn_ops_registered = [] {
   // Inputs (logits, labels), both [batch, classes]; outputs loss [batch] and backprop
   // [batch, classes] = softmax(logits) - labels, which the gradient reuses.
-  OpRegistry::global().add(OpDef{"SoftmaxCrossEntropyWithLogits", 2, {}, false,
-                                 [](const InferenceContext& ctx) {
-    expect_floating(ctx, 0);
-    ctx.expect_same_dtype(0, 1);
-    const auto& logits = ctx.input_shapes[0];
-    const auto& labels = ctx.input_shapes[1];
-    for (std::size_t i = 0; i < 2; ++i)
-      if (ctx.input_shapes[i].known && ctx.input_shapes[i].dims.size() != 2)
-        ctx.fail("logits and labels must be [batch, classes], got " + ctx.describe_input(i));
-    std::vector<std::int64_t> dims = {-1, -1};
-    for (const auto* s : {&logits, &labels}) {
-      if (!s->known) continue;
-      for (std::size_t i = 0; i < 2; ++i) {
-        if (s->dims[i] < 0) continue;
-        if (dims[i] >= 0 && dims[i] != s->dims[i])
-          ctx.fail("logits and labels must have the same shape, got " + ctx.describe_input(0) +
-                   " and " + ctx.describe_input(1));
-        dims[i] = s->dims[i];
-      }
-    }
-    const DType t = ctx.input_dtypes[0];
-    return std::vector<OutputSpec>{{t, PartialShape::of({dims[0]})}, {t, PartialShape::of(dims)}};
-  }});
+  OpRegistry::global().add(OpDef{
+      .type = "SoftmaxCrossEntropyWithLogits",
+      .num_inputs = 2,
+      .infer = [](const InferenceContext& ctx) {
+        expect_floating(ctx, 0);
+        ctx.expect_same_dtype(0, 1);
+        const auto& logits = ctx.input_shapes[0];
+        const auto& labels = ctx.input_shapes[1];
+        for (std::size_t i = 0; i < 2; ++i)
+          if (ctx.input_shapes[i].known && ctx.input_shapes[i].dims.size() != 2)
+            ctx.fail("logits and labels must be [batch, classes], got " + ctx.describe_input(i));
+        std::vector<std::int64_t> dims = {-1, -1};
+        for (const auto* s : {&logits, &labels}) {
+          if (!s->known) continue;
+          for (std::size_t i = 0; i < 2; ++i) {
+            if (s->dims[i] < 0) continue;
+            if (dims[i] >= 0 && dims[i] != s->dims[i])
+              ctx.fail("logits and labels must have the same shape, got " + ctx.describe_input(0) +
+                       " and " + ctx.describe_input(1));
+            dims[i] = s->dims[i];
+          }
+        }
+        const DType t = ctx.input_dtypes[0];
+        return std::vector<OutputSpec>{{t, PartialShape::of({dims[0]})},
+                                       {t, PartialShape::of(dims)}};
+      }});
+  GradientRegistry::global().add("SoftmaxCrossEntropyWithLogits", softmax_xent_grad);
   return true;
 }();
 

@@ -16,8 +16,9 @@ inline Operation build_op(std::string type, std::vector<Output> inputs, AttrMap 
                           std::string_view name, std::string default_name) {
   if (inputs.empty() || !inputs[0].valid())
     throw InvalidArgument(type + ": the first input is an empty Output (default-constructed)");
-  NodeSpec spec{std::move(type), std::move(inputs), std::move(attrs), std::string(name),
-                std::move(default_name), {}, std::nullopt};
+  NodeSpec spec{std::move(type),   std::move(inputs),       std::move(attrs),
+                std::string(name), std::move(default_name), {},
+                std::nullopt};
   Graph& graph = spec.inputs[0].graph();
   return graph.create_op(std::move(spec));
 }
@@ -25,8 +26,13 @@ inline Operation build_op(std::string type, std::vector<Output> inputs, AttrMap 
 // Same, for ops without inputs.
 inline Operation build_source_op(Graph& graph, std::string type, AttrMap attrs,
                                  std::string_view name, std::string default_name) {
-  return graph.create_op(
-      NodeSpec{std::move(type), {}, std::move(attrs), std::string(name), std::move(default_name), {}, std::nullopt});
+  return graph.create_op(NodeSpec{std::move(type),
+                                  {},
+                                  std::move(attrs),
+                                  std::string(name),
+                                  std::move(default_name),
+                                  {},
+                                  std::nullopt});
 }
 
 // Output 0 of an element-wise op: the input's dtype and shape.
@@ -51,6 +57,15 @@ inline std::vector<OutputSpec> broadcast_binary(const InferenceContext& ctx) {
 inline std::vector<OutputSpec> fill_like_shape(const InferenceContext& ctx) {
   return {OutputSpec{ctx.attr<DType>("dtype"),
                      PartialShape::of(ctx.attr<std::vector<std::int64_t>>("shape"))}};
+}
+
+// Output 0 of ops that declare their output by attributes dtype, shape and shape_known (a
+// partially known shape: _Recv, _Feed, accumulators).
+inline std::vector<OutputSpec> spec_from_dtype_shape_attrs(const InferenceContext& ctx) {
+  PartialShape shape;
+  if (ctx.attr<bool>("shape_known"))
+    shape = PartialShape::of(ctx.attr<std::vector<std::int64_t>>("shape"));
+  return {OutputSpec{ctx.attr<DType>("dtype"), shape}};
 }
 
 inline void expect_numeric(const InferenceContext& ctx, std::size_t i) {

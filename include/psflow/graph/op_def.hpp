@@ -56,12 +56,14 @@ struct InferenceContext {
 
 using ShapeFn = std::function<std::vector<OutputSpec>(const InferenceContext&)>;
 
+// Built with designated initialisers, naming only what differs from the defaults:
+//   OpRegistry::global().add({.type = "Add", .num_inputs = 2, .infer = broadcast_binary});
 struct OpDef {
-  std::string type;
-  int num_inputs = 0;            // -1: any number
-  std::vector<int> ref_inputs;   // inputs that must be variable references (Assign's input 0)
-  bool stateful = false;         // touches state that outlives a step (variables, random seeds)
-  ShapeFn infer;                 // outputs' dtypes and shapes from inputs and attrs
+  std::string type{};
+  int num_inputs = 0;             // -1: any number
+  std::vector<int> ref_inputs{};  // inputs that must be variable references (Assign's input 0)
+  bool stateful = false;          // touches state that outlives a step (variables, random seeds)
+  ShapeFn infer{};                // outputs' dtypes and shapes from inputs and attrs; empty: none
 };
 
 class OpRegistry {
@@ -92,6 +94,14 @@ class OpRegistry {
   bool contains(std::string_view type) const {
     std::lock_guard lock(mutex_);
     return defs_.find(type) != defs_.end();
+  }
+
+  // Every registered type, sorted.
+  std::vector<std::string> types() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> out;
+    for (const auto& [type, def] : defs_) out.push_back(type);
+    return out;
   }
 
  private:

@@ -14,8 +14,8 @@
 namespace psflow {
 
 struct PartialShape {
-  bool known = false;               // rank known?
-  std::vector<std::int64_t> dims;   // valid when known; -1 for an unknown dimension
+  bool known = false;              // rank known?
+  std::vector<std::int64_t> dims;  // valid when known; -1 for an unknown dimension
 
   static PartialShape unknown() { return {}; }
   static PartialShape of(std::vector<std::int64_t> dims) { return {true, std::move(dims)}; }
@@ -52,18 +52,24 @@ struct PartialShape {
 // numpy broadcasting of two known shapes; nullopt when they are incompatible.
 // Unknown (-1) dimensions broadcast against anything and stay unknown unless the other is > 1.
 inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
-                                                                const std::vector<std::int64_t>& b) {
+                                                               const std::vector<std::int64_t>& b) {
   const std::size_t rank = std::max(a.size(), b.size());
   std::vector<std::int64_t> out(rank);
   for (std::size_t i = 0; i < rank; ++i) {
     const std::int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     const std::int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da == db) out[i] = da;
-    else if (da == 1) out[i] = db;
-    else if (db == 1) out[i] = da;
-    else if (da < 0) out[i] = db > 1 ? db : -1;
-    else if (db < 0) out[i] = da > 1 ? da : -1;
-    else return std::nullopt;
+    if (da == db)
+      out[i] = da;
+    else if (da == 1)
+      out[i] = db;
+    else if (db == 1)
+      out[i] = da;
+    else if (da < 0)
+      out[i] = db > 1 ? db : -1;
+    else if (db < 0)
+      out[i] = da > 1 ? da : -1;
+    else
+      return std::nullopt;
   }
   return out;
 }

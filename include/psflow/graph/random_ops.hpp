@@ -1,11 +1,13 @@
 // Random ops used by initializers: normal and uniform samples computed where they run (so a
 // variable's initial value is made on the variable's own device, never shipped).
 // A non-zero seed makes the sequence of values deterministic; seed 0 draws a fresh seed.
+// Kernels: runtime/kernels/random_kernels.hpp.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
+#include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
@@ -14,11 +16,14 @@ namespace detail {
 
 inline const bool random_ops_registered = [] {
   for (const char* type : {"RandomNormal", "RandomUniform"}) {
-    OpRegistry::global().add(OpDef{type, 0, {}, true, [](const InferenceContext& ctx) {
-      if (!is_floating(ctx.attr<DType>("dtype"))) ctx.fail("random values must be float32 or float64");
-      return fill_like_shape(ctx);
-    }});
+    OpRegistry::global().add(
+        OpDef{.type = type, .stateful = true, .infer = [](const InferenceContext& ctx) {
+                if (!is_floating(ctx.attr<DType>("dtype")))
+                  ctx.fail("random values must be float32 or float64");
+                return fill_like_shape(ctx);
+              }});
   }
+  GradientRegistry::global().add_not_differentiable({"RandomNormal", "RandomUniform"});
   return true;
 }();
 
@@ -35,9 +40,9 @@ inline AttrMap random_attrs(DType dtype, const Shape& shape, double a, double b,
 
 namespace ops {
 
-inline Output random_normal(Graph& graph, const Shape& shape, double mean = 0.0, double stddev = 1.0,
-                            std::uint64_t seed = 0, DType dtype = DType::float32,
-                            std::string_view name = "") {
+inline Output random_normal(Graph& graph, const Shape& shape, double mean = 0.0,
+                            double stddev = 1.0, std::uint64_t seed = 0,
+                            DType dtype = DType::float32, std::string_view name = "") {
   return detail::build_source_op(
              graph, "RandomNormal",
              detail::random_attrs(dtype, shape, mean, stddev, seed, "mean", "stddev"), name,

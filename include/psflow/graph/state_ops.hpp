@@ -1,9 +1,18 @@
 // State ops: VariableV2 (a reference to state that outlives a step, kept by the runtime's
-// resource manager of the variable's device) and the Assign family that updates it.
+// resource manager of the variable's device), the Assign family that updates it, and
+// IsVariableInitialized. Kernels: runtime/kernels/state_kernels.hpp.
+//
+// IsVariableInitialized is a bool scalar saying whether a variable holds a value yet, without
+// reading it (reading an uninitialized variable fails). Supervisor's non-chief workers poll it
+// to learn when the chief has initialized or restored the model (TF's
+// report_uninitialized_variables is built from the same op). It takes the variable's reference,
+// so it always runs where the variable lives: the builder colocates it with the variable.
 #pragma once
 
+#include <string>
 #include <string_view>
 
+#include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
@@ -22,22 +31,37 @@ inline std::vector<OutputSpec> assign_like(const InferenceContext& ctx, bool exa
 
 inline const bool state_ops_registered = [] {
   auto& r = OpRegistry::global();
-  r.add(OpDef{"VariableV2", 0, {}, true, [](const InferenceContext& ctx) {
-    auto specs = fill_like_shape(ctx);
-    specs[0].is_ref = true;
-    return specs;
-  }});
-  r.add(OpDef{"Assign", 2, {0}, true, [](const InferenceContext& ctx) {
-    return assign_like(ctx, ctx.attr<bool>("validate_shape"));
-  }});
-  r.add(OpDef{"AssignAdd", 2, {0}, true, [](const InferenceContext& ctx) {
-    expect_numeric(ctx, 0);
-    return assign_like(ctx, true);
-  }});
-  r.add(OpDef{"AssignSub", 2, {0}, true, [](const InferenceContext& ctx) {
-    expect_numeric(ctx, 0);
-    return assign_like(ctx, true);
-  }});
+  r.add(OpDef{.type = "VariableV2", .stateful = true, .infer = [](const InferenceContext& ctx) {
+                auto specs = fill_like_shape(ctx);
+                specs[0].is_ref = true;
+                return specs;
+              }});
+  r.add(OpDef{.type = "Assign",
+              .num_inputs = 2,
+              .ref_inputs = {0},
+              .stateful = true,
+              .infer = [](const InferenceContext& ctx) {
+                return assign_like(ctx, ctx.attr<bool>("validate_shape"));
+              }});
+  for (const char* type : {"AssignAdd", "AssignSub"})
+    r.add(OpDef{.type = type,
+                .num_inputs = 2,
+                .ref_inputs = {0},
+                .stateful = true,
+                .infer = [](const InferenceContext& ctx) {
+                  expect_numeric(ctx, 0);
+                  return assign_like(ctx, true);
+                }});
+  // Stateful: the answer depends on state outside the step, so it must never be folded or cached.
+  r.add(OpDef{.type = "IsVariableInitialized",
+              .num_inputs = 1,
+              .ref_inputs = {0},
+              .stateful = true,
+              .infer = [](const InferenceContext&) {
+                return std::vector<OutputSpec>{{DType::boolean, PartialShape::scalar()}};
+              }});
+  GradientRegistry::global().add_not_differentiable(
+      {"VariableV2", "Assign", "AssignAdd", "AssignSub"});
   return true;
 }();
 
@@ -64,7 +88,8 @@ inline Output variable(Graph& graph, const Shape& shape, DType dtype, std::strin
 }
 
 // Sets the variable to `value`; outputs the new value. Runs on the variable's device.
-inline Output assign(Output ref, Output value, bool validate_shape = true, std::string_view name = "") {
+inline Output assign(Output ref, Output value, bool validate_shape = true,
+                     std::string_view name = "") {
   return detail::assign_op("Assign", ref, value, {{"validate_shape", validate_shape}}, name);
 }
 // Adds / subtracts `value` in one atomic update; outputs the new value.
@@ -73,6 +98,19 @@ inline Output assign_add(Output ref, Output value, std::string_view name = "") {
 }
 inline Output assign_sub(Output ref, Output value, std::string_view name = "") {
   return detail::assign_op("AssignSub", ref, value, {}, name);
+}
+
+// True once the variable behind `ref` holds a value (assigned or restored). `ref` must be a
+// variable reference (Variable::ref()); throws InvalidArgument otherwise. Runs on the
+// variable's device.
+inline Output is_variable_initialized(Output ref, std::string_view name = "") {
+  if (!ref.valid() || !ref.is_ref())
+    throw InvalidArgument(
+        "is_variable_initialized: the input must be a variable reference (Variable::ref()), got " +
+        (ref.valid() ? "'" + ref.name() + "'" : std::string("an empty Output")));
+  auto colocated = ref.graph().colocate_with(ref.op());
+  return detail::build_op("IsVariableInitialized", {ref}, {}, name, "IsVariableInitialized")
+      .output(0);
 }
 
 }  // namespace ops

@@ -18,14 +18,9 @@ namespace psflow {
 
 namespace detail {
 
-inline std::vector<OutputSpec> accumulator_value_spec(const InferenceContext& ctx) {
-  PartialShape shape;
-  if (ctx.attr<bool>("shape_known")) shape = PartialShape::of(ctx.attr<std::vector<std::int64_t>>("shape"));
-  return {OutputSpec{ctx.attr<DType>("dtype"), shape}};
-}
-
 inline void expect_int64_scalar(const InferenceContext& ctx, std::size_t i) {
-  if (ctx.input_dtypes[i] != DType::int64 || (ctx.input_shapes[i].known && !ctx.input_shapes[i].dims.empty()))
+  if (ctx.input_dtypes[i] != DType::int64 ||
+      (ctx.input_shapes[i].known && !ctx.input_shapes[i].dims.empty()))
     ctx.fail("needs an int64 scalar (a global step), got " + ctx.describe_input(i));
 }
 
@@ -35,35 +30,55 @@ inline const bool sync_ops_registered = [] {
   auto int64_scalar = [](const InferenceContext&) {
     return std::vector<OutputSpec>{{DType::int64, PartialShape::scalar()}};
   };
-  r.add(OpDef{"AccumulatorApplyGradient", 2, {}, true, [](const InferenceContext& ctx) {
-    if (ctx.input_dtypes[0] != ctx.attr<DType>("dtype"))
-      ctx.fail("gradient dtype does not match the accumulator: " + ctx.describe_input(0));
-    expect_int64_scalar(ctx, 1);
-    return std::vector<OutputSpec>{{DType::boolean, PartialShape::scalar()}};
-  }});
-  r.add(OpDef{"AccumulatorTakeGradient", 0, {}, true, accumulator_value_spec});
-  r.add(OpDef{"AccumulatorSetGlobalStep", 1, {}, true, [none](const InferenceContext& ctx) {
-    expect_int64_scalar(ctx, 0);
-    return none(ctx);
-  }});
-  r.add(OpDef{"AccumulatorNumDropped", 0, {}, true, int64_scalar});
-  r.add(OpDef{"AccumulatorSetClosed", 0, {}, true, none});
-  r.add(OpDef{"TokenQueueEnqueueMany", 1, {}, true, [none](const InferenceContext& ctx) {
-    if (ctx.input_dtypes[0] != DType::int64) ctx.fail("tokens must be int64, got " + ctx.describe_input(0));
-    return none(ctx);
-  }});
-  r.add(OpDef{"TokenQueueDequeue", 0, {}, true, int64_scalar});
-  r.add(OpDef{"TokenQueueSetClosed", 0, {}, true, none});
-  r.add(OpDef{"TokenQueueSize", 0, {}, true, int64_scalar});
-  r.add(OpDef{"TokenQueueReleaseWaiters", 1, {}, true, [int64_scalar](const InferenceContext& ctx) {
-    if (ctx.input_dtypes[0] != DType::int64) ctx.fail("the token must be int64, got " + ctx.describe_input(0));
-    return int64_scalar(ctx);
-  }});
+  r.add(OpDef{.type = "AccumulatorApplyGradient",
+              .num_inputs = 2,
+              .stateful = true,
+              .infer = [](const InferenceContext& ctx) {
+                if (ctx.input_dtypes[0] != ctx.attr<DType>("dtype"))
+                  ctx.fail("gradient dtype does not match the accumulator: " +
+                           ctx.describe_input(0));
+                expect_int64_scalar(ctx, 1);
+                return std::vector<OutputSpec>{{DType::boolean, PartialShape::scalar()}};
+              }});
+  r.add(OpDef{
+      .type = "AccumulatorTakeGradient", .stateful = true, .infer = spec_from_dtype_shape_attrs});
+  r.add(OpDef{.type = "AccumulatorSetGlobalStep",
+              .num_inputs = 1,
+              .stateful = true,
+              .infer = [none](const InferenceContext& ctx) {
+                expect_int64_scalar(ctx, 0);
+                return none(ctx);
+              }});
+  r.add(OpDef{.type = "AccumulatorNumDropped", .stateful = true, .infer = int64_scalar});
+  r.add(OpDef{.type = "AccumulatorSetClosed", .stateful = true, .infer = none});
+  r.add(OpDef{.type = "TokenQueueEnqueueMany",
+              .num_inputs = 1,
+              .stateful = true,
+              .infer = [none](const InferenceContext& ctx) {
+                if (ctx.input_dtypes[0] != DType::int64)
+                  ctx.fail("tokens must be int64, got " + ctx.describe_input(0));
+                return none(ctx);
+              }});
+  r.add(OpDef{.type = "TokenQueueDequeue", .stateful = true, .infer = int64_scalar});
+  r.add(OpDef{.type = "TokenQueueSetClosed", .stateful = true, .infer = none});
+  r.add(OpDef{.type = "TokenQueueSize", .stateful = true, .infer = int64_scalar});
+  r.add(OpDef{.type = "TokenQueueReleaseWaiters",
+              .num_inputs = 1,
+              .stateful = true,
+              .infer = [int64_scalar](const InferenceContext& ctx) {
+                if (ctx.input_dtypes[0] != DType::int64)
+                  ctx.fail("the token must be int64, got " + ctx.describe_input(0));
+                return int64_scalar(ctx);
+              }});
   return true;
 }();
 
-inline AttrMap accumulator_attrs(const std::string& shared_name, DType dtype, const PartialShape& shape) {
-  return {{"shared_name", shared_name}, {"dtype", dtype}, {"shape", shape.dims}, {"shape_known", shape.known}};
+inline AttrMap accumulator_attrs(const std::string& shared_name, DType dtype,
+                                 const PartialShape& shape) {
+  return {{"shared_name", shared_name},
+          {"dtype", dtype},
+          {"shape", shape.dims},
+          {"shape_known", shape.known}};
 }
 
 }  // namespace detail
@@ -77,53 +92,73 @@ struct AccumulatorSpec {
   PartialShape shape;
 };
 
-inline Output accumulator_apply_gradient(const AccumulatorSpec& acc, Output gradient, Output local_step,
-                                         std::string_view name = "") {
+inline Output accumulator_apply_gradient(const AccumulatorSpec& acc, Output gradient,
+                                         Output local_step, std::string_view name = "") {
   return detail::build_op("AccumulatorApplyGradient", {gradient, local_step},
-                          detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape), name, "AccumulatorApplyGradient")
+                          detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape), name,
+                          "AccumulatorApplyGradient")
       .output(0);
 }
-inline Output accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc, int num_required, std::string_view name = "") {
+inline Output accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc, int num_required,
+                                        std::string_view name = "") {
   AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape);
   attrs["num_required"] = std::int64_t{num_required};
-  return detail::build_source_op(g, "AccumulatorTakeGradient", std::move(attrs), name, "AccumulatorTakeGradient").output(0);
+  return detail::build_source_op(g, "AccumulatorTakeGradient", std::move(attrs), name,
+                                 "AccumulatorTakeGradient")
+      .output(0);
 }
-inline Operation accumulator_set_global_step(const AccumulatorSpec& acc, Output step, std::string_view name = "") {
-  return detail::build_op("AccumulatorSetGlobalStep", {step}, detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape),
-                          name, "SetGlobalStep");
+inline Operation accumulator_set_global_step(const AccumulatorSpec& acc, Output step,
+                                             std::string_view name = "") {
+  return detail::build_op("AccumulatorSetGlobalStep", {step},
+                          detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape), name,
+                          "SetGlobalStep");
 }
-inline Output accumulator_num_dropped(Graph& g, const AccumulatorSpec& acc, std::string_view name = "") {
-  return detail::build_source_op(g, "AccumulatorNumDropped", detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape),
+inline Output accumulator_num_dropped(Graph& g, const AccumulatorSpec& acc,
+                                      std::string_view name = "") {
+  return detail::build_source_op(g, "AccumulatorNumDropped",
+                                 detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape),
                                  name, "AccumulatorNumDropped")
       .output(0);
 }
-inline Operation accumulator_set_closed(Graph& g, const AccumulatorSpec& acc, bool closed, std::string_view name = "") {
+inline Operation accumulator_set_closed(Graph& g, const AccumulatorSpec& acc, bool closed,
+                                        std::string_view name = "") {
   AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape);
   attrs["closed"] = closed;
-  return detail::build_source_op(g, "AccumulatorSetClosed", std::move(attrs), name, closed ? "CloseAccumulator" : "OpenAccumulator");
+  return detail::build_source_op(g, "AccumulatorSetClosed", std::move(attrs), name,
+                                 closed ? "CloseAccumulator" : "OpenAccumulator");
 }
 
-inline Operation token_queue_enqueue_many(Output tokens, const std::string& shared_name, std::string_view name = "") {
-  return detail::build_op("TokenQueueEnqueueMany", {tokens}, {{"shared_name", shared_name}}, name, "EnqueueMany");
+inline Operation token_queue_enqueue_many(Output tokens, const std::string& shared_name,
+                                          std::string_view name = "") {
+  return detail::build_op("TokenQueueEnqueueMany", {tokens}, {{"shared_name", shared_name}}, name,
+                          "EnqueueMany");
 }
 // Waits for a token; fails with DeadlineExceeded after `timeout_ms` (0: no deadline).
 inline Output token_queue_dequeue(Graph& g, const std::string& shared_name, std::int64_t timeout_ms,
                                   std::string_view name = "") {
-  return detail::build_source_op(g, "TokenQueueDequeue", {{"shared_name", shared_name}, {"timeout_ms", timeout_ms}},
-                                 name, "Dequeue")
+  return detail::build_source_op(g, "TokenQueueDequeue",
+                                 {{"shared_name", shared_name}, {"timeout_ms", timeout_ms}}, name,
+                                 "Dequeue")
       .output(0);
 }
-inline Operation token_queue_set_closed(Graph& g, const std::string& shared_name, bool closed, std::string_view name = "") {
-  return detail::build_source_op(g, "TokenQueueSetClosed", {{"shared_name", shared_name}, {"closed", closed}}, name,
+inline Operation token_queue_set_closed(Graph& g, const std::string& shared_name, bool closed,
+                                        std::string_view name = "") {
+  return detail::build_source_op(g, "TokenQueueSetClosed",
+                                 {{"shared_name", shared_name}, {"closed", closed}}, name,
                                  closed ? "CloseQueue" : "OpenQueue");
 }
 // Hands `token` to every dequeue waiting at that moment; outputs how many were released.
-inline Output token_queue_release_waiters(Output token, const std::string& shared_name, std::string_view name = "") {
-  return detail::build_op("TokenQueueReleaseWaiters", {token}, {{"shared_name", shared_name}}, name, "ReleaseWaiters")
+inline Output token_queue_release_waiters(Output token, const std::string& shared_name,
+                                          std::string_view name = "") {
+  return detail::build_op("TokenQueueReleaseWaiters", {token}, {{"shared_name", shared_name}}, name,
+                          "ReleaseWaiters")
       .output(0);
 }
-inline Output token_queue_size(Graph& g, const std::string& shared_name, std::string_view name = "") {
-  return detail::build_source_op(g, "TokenQueueSize", {{"shared_name", shared_name}}, name, "QueueSize").output(0);
+inline Output token_queue_size(Graph& g, const std::string& shared_name,
+                               std::string_view name = "") {
+  return detail::build_source_op(g, "TokenQueueSize", {{"shared_name", shared_name}}, name,
+                                 "QueueSize")
+      .output(0);
 }
 
 }  // namespace ops

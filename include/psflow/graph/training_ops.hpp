@@ -87,10 +87,14 @@ inline std::vector<OutputSpec> infer_apply(const InferenceContext& ctx,
 
 inline bool register_apply_op(const char* type, int num_inputs, ApplyOpLayout layout) {
   std::vector<int> refs = layout.refs;
-  return OpRegistry::global().add(OpDef{type, num_inputs, std::move(refs), true,
-                                        [layout = std::move(layout)](const InferenceContext& ctx) {
-                                          return infer_apply(ctx, layout);
-                                        }});
+  return OpRegistry::global().add(
+      OpDef{.type = type,
+            .num_inputs = num_inputs,
+            .ref_inputs = std::move(refs),
+            .stateful = true,
+            .infer = [layout = std::move(layout)](const InferenceContext& ctx) {
+              return infer_apply(ctx, layout);
+            }});
 }
 
 inline const bool training_ops_registered = [] {

@@ -88,10 +88,11 @@ inline constexpr const char* kTrainableVariables = "trainable_variables";
 class Variable {
  public:
   Variable() = default;
-  explicit Variable(std::shared_ptr<const detail::VariableRecord> record) : record_(std::move(record)) {}
+  explicit Variable(std::shared_ptr<const detail::VariableRecord> record)
+      : record_(std::move(record)) {}
 
   bool valid() const noexcept { return record_ != nullptr; }
-  operator Output() const { return value(); }   // NOLINT: implicit, as TF's variables convert
+  operator Output() const { return value(); }         // NOLINT: implicit, as TF's variables convert
   Output value() const { return record().snapshot; }  // "w/read:0"
   Output ref() const { return record().variable.output(0); }  // the VariableV2 reference
   Operation op() const { return record().variable; }
@@ -118,7 +119,8 @@ class Variable {
 
 inline std::vector<Variable> global_variables(const Graph& graph) {
   std::vector<Variable> out;
-  for (auto& r : graph.collection<detail::VariableRecord>(detail::kGlobalVariables)) out.emplace_back(r);
+  for (auto& r : graph.collection<detail::VariableRecord>(detail::kGlobalVariables))
+    out.emplace_back(r);
   return out;
 }
 
@@ -180,7 +182,8 @@ inline Operation global_variables_initializer(Graph& graph) {
 }
 
 // Like global_variables_initializer for a chosen set (TF's variables_initializer).
-inline Operation variables_initializer(const std::vector<Variable>& vars, std::string_view name = "init") {
+inline Operation variables_initializer(const std::vector<Variable>& vars,
+                                       std::string_view name = "init") {
   if (vars.empty()) throw InvalidArgument("variables_initializer: no variables given");
   std::vector<Operation> inits;
   for (const auto& v : vars) inits.push_back(v.initializer());

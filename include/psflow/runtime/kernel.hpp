@@ -143,6 +143,10 @@ class KernelRegistry {
   bool add(const std::string& type) {
     return add(type, [](const OpKernelConstruction& c) { return std::make_unique<Kernel>(c); });
   }
+  bool contains(std::string_view type) const {
+    std::lock_guard lock(mutex_);
+    return factories_.find(type) != factories_.end();
+  }
   std::unique_ptr<OpKernel> create(const OpKernelConstruction& construction) const {
     KernelFactory factory;
     {

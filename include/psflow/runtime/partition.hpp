@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "psflow/graph/graph_def.hpp"
+#include "psflow/graph/sendrecv_ops.hpp"
 #include "psflow/runtime/rendezvous.hpp"
 
 namespace psflow {
@@ -38,12 +39,11 @@ struct PartitionPlan {
   std::vector<Transfer> transfers;
 };
 
-inline PartitionPlan partition_graph(const Graph& graph, const std::vector<int>& nodes,
-                                     const std::vector<std::string>& assigned,
-                                     const std::vector<TensorId>& feeds,
-                                     const std::vector<TensorId>& fetches,
-                                     const std::string& client_device,
-                                     const std::function<std::uint64_t(const std::string&)>& incarnation_of) {
+inline PartitionPlan partition_graph(
+    const Graph& graph, const std::vector<int>& nodes, const std::vector<std::string>& assigned,
+    const std::vector<TensorId>& feeds, const std::vector<TensorId>& fetches,
+    const std::string& client_device,
+    const std::function<std::uint64_t(const std::string&)>& incarnation_of) {
   PartitionPlan plan;
   plan.client_device = client_device;
   plan.graphs[client_device];
@@ -63,7 +63,10 @@ inline PartitionPlan partition_graph(const Graph& graph, const std::vector<int>&
     const auto& spec = graph.node(feeds[f].node).outputs[static_cast<std::size_t>(feeds[f].index)];
     plan.feed_nodes.push_back("_feed_" + std::to_string(f));
     plan.graphs[client_device].nodes.push_back(NodeDef{
-        plan.feed_nodes.back(), "_Feed", {}, client_device,
+        plan.feed_nodes.back(),
+        "_Feed",
+        {},
+        client_device,
         {{"dtype", spec.dtype}, {"shape", spec.shape.dims}, {"shape_known", spec.shape.known}}});
   }
 
@@ -71,8 +74,9 @@ inline PartitionPlan partition_graph(const Graph& graph, const std::vector<int>&
   std::map<std::pair<std::string, std::string>, std::string> received;
   std::map<std::pair<std::string, std::string>, std::string> control_received;  // (op, dst)
   int counter = 0;
-  auto transfer = [&](const std::string& src_device, const std::string& src_tensor, const std::string& dst_device,
-                      const OutputSpec& spec, const std::string& display, bool control) -> std::string {
+  auto transfer = [&](const std::string& src_device, const std::string& src_tensor,
+                      const std::string& dst_device, const OutputSpec& spec,
+                      const std::string& display, bool control) -> std::string {
     auto [it, inserted] = received.try_emplace({src_device + "|" + src_tensor, dst_device});
     if (!inserted) return it->second;
     const int k = counter++;
@@ -83,15 +87,16 @@ inline PartitionPlan partition_graph(const Graph& graph, const std::vector<int>&
                      {"send_device", src_device},
                      {"send_device_incarnation", incarnation},
                      {"recv_device", dst_device}};
-    plan.graphs[src_device].nodes.push_back(NodeDef{send_name, "_Send", {src_tensor}, src_device, attrs});
+    plan.graphs[src_device].nodes.push_back(
+        NodeDef{send_name, "_Send", {src_tensor}, src_device, attrs});
     attrs["dtype"] = spec.dtype;
     attrs["shape"] = spec.shape.dims;
     attrs["shape_known"] = spec.shape.known;
     plan.graphs[dst_device].nodes.push_back(NodeDef{recv_name, "_Recv", {}, dst_device, attrs});
-    plan.transfers.push_back(Transfer{display, src_device, dst_device,
-                                      rendezvous_key(src_device, static_cast<std::uint64_t>(incarnation),
-                                                     dst_device, display),
-                                      spec.dtype, spec.shape, control});
+    plan.transfers.push_back(Transfer{
+        display, src_device, dst_device,
+        rendezvous_key(src_device, static_cast<std::uint64_t>(incarnation), dst_device, display),
+        spec.dtype, spec.shape, control});
     it->second = recv_name;
     return recv_name;
   };
@@ -110,7 +115,9 @@ inline PartitionPlan partition_graph(const Graph& graph, const std::vector<int>&
         const auto& spec = graph.node(in.node).outputs[static_cast<std::size_t>(in.index)];
         OutputSpec value_spec{spec.dtype, spec.shape, false};  // a reference arrives as its value
         def.inputs.push_back(transfer(src_device, src_tensor, device, value_spec,
-                                      graph.node(in.node).name + ":" + std::to_string(in.index), false) + ":0");
+                                      graph.node(in.node).name + ":" + std::to_string(in.index),
+                                      false) +
+                             ":0");
       }
     }
     for (int c : node.control_inputs) {
@@ -126,10 +133,14 @@ inline PartitionPlan partition_graph(const Graph& graph, const std::vector<int>&
       auto [it, inserted] = control_received.try_emplace({control_name, device});
       if (inserted) {
         const std::string signal = "_ctrl_" + std::to_string(counter);
-        plan.graphs[src_device].nodes.push_back(NodeDef{
-            signal, "Const", {"^" + control_name}, src_device, {{"value", Tensor(std::int32_t{0})}}});
+        plan.graphs[src_device].nodes.push_back(NodeDef{signal,
+                                                        "Const",
+                                                        {"^" + control_name},
+                                                        src_device,
+                                                        {{"value", Tensor(std::int32_t{0})}}});
         it->second = transfer(src_device, signal + ":0", device,
-                              OutputSpec{DType::int32, PartialShape::scalar(), false}, "^" + control_name, true);
+                              OutputSpec{DType::int32, PartialShape::scalar(), false},
+                              "^" + control_name, true);
       }
       def.inputs.push_back("^" + it->second);
     }
@@ -142,10 +153,10 @@ inline PartitionPlan partition_graph(const Graph& graph, const std::vector<int>&
       plan.fetch_tensors.push_back(src_tensor);
     } else {
       const auto& spec = graph.node(f.node).outputs[static_cast<std::size_t>(f.index)];
-      plan.fetch_tensors.push_back(transfer(src_device, src_tensor, client_device,
-                                            OutputSpec{spec.dtype, spec.shape, false},
-                                            graph.node(f.node).name + ":" + std::to_string(f.index), false) +
-                                   ":0");
+      plan.fetch_tensors.push_back(
+          transfer(src_device, src_tensor, client_device, OutputSpec{spec.dtype, spec.shape, false},
+                   graph.node(f.node).name + ":" + std::to_string(f.index), false) +
+          ":0");
     }
   }
   return plan;

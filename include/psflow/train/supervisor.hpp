@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "psflow/graph/is_variable_initialized.hpp"
+#include "psflow/graph/state_ops.hpp"
 #include "psflow/graph/variable.hpp"
-#include "psflow/runtime/kernels/is_variable_initialized_kernel.hpp"
+#include "psflow/runtime/kernels/state_kernels.hpp"
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/saver.hpp"
 

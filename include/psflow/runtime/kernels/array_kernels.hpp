@@ -1,9 +1,10 @@
-// Kernels of the array and control ops: Const, Placeholder, Fill, Identity, Reshape, NoOp.
+// Kernels of the array ops (graph/array_ops.hpp): Const, Placeholder, Fill, Identity, Reshape.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "psflow/graph/array_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
 namespace psflow {
@@ -94,13 +95,6 @@ class ReshapeKernel : public OpKernel {
   std::vector<std::int64_t> target_;
 };
 
-class NoOpKernel : public OpKernel {
- public:
-  explicit NoOpKernel(const OpKernelConstruction&) {}
-  void compute(OpKernelContext&) override {}
-  bool is_expensive() const override { return false; }
-};
-
 inline const bool array_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<ConstKernel>("Const");
@@ -108,7 +102,6 @@ inline const bool array_kernels_registered = [] {
   r.add<FillKernel>("Fill");
   r.add<IdentityKernel>("Identity");
   r.add<ReshapeKernel>("Reshape");
-  r.add<NoOpKernel>("NoOp");
   return true;
 }();
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "psflow/graph/grad_ops.hpp"
+#include "psflow/runtime/elementwise_kernel.hpp"
 #include "psflow/runtime/kernel.hpp"
-#include "psflow/runtime/kernels/elementwise.hpp"
 
 namespace psflow {
 

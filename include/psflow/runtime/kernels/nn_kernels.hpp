@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "psflow/graph/nn_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
 namespace psflow {
@@ -35,7 +36,8 @@ class SoftmaxCrossEntropyKernel : public OpKernel {
         T* g = pb + r * classes;
         const T max = classes ? *std::max_element(row, row + classes) : T(0);
         double sum_exp = 0;
-        for (std::size_t c = 0; c < classes; ++c) sum_exp += std::exp(static_cast<double>(row[c] - max));
+        for (std::size_t c = 0; c < classes; ++c)
+          sum_exp += std::exp(static_cast<double>(row[c] - max));
         const double log_sum = std::log(sum_exp);
         double row_loss = 0;
         for (std::size_t c = 0; c < classes; ++c) {

@@ -9,6 +9,7 @@
 #include <numbers>
 #include <random>
 
+#include "psflow/graph/random_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
 namespace psflow {
@@ -22,9 +23,12 @@ class RandomKernel : public OpKernel {
       : dtype_(c.attr<DType>("dtype")),
         a_(c.attr<double>(Normal ? "mean" : "minval")),
         b_(c.attr<double>(Normal ? "stddev" : "maxval")) {
-    for (auto d : c.attr<std::vector<std::int64_t>>("shape")) shape_.push_back(static_cast<std::size_t>(d));
+    for (auto d : c.attr<std::vector<std::int64_t>>("shape"))
+      shape_.push_back(static_cast<std::size_t>(d));
     const auto seed = static_cast<std::uint64_t>(c.attr<std::int64_t>("seed"));
-    engine_.seed(seed != 0 ? seed : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
+    engine_.seed(seed != 0 ? seed
+                           : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+                                 std::random_device{}());
   }
 
   void compute(OpKernelContext& ctx) override {
@@ -41,7 +45,8 @@ class RandomKernel : public OpKernel {
           const double u2 = uniform();
           const double radius = std::sqrt(-2.0 * std::log(u1));
           p[i] = static_cast<T>(a_ + b_ * radius * std::cos(2 * std::numbers::pi * u2));
-          if (i + 1 < n) p[i + 1] = static_cast<T>(a_ + b_ * radius * std::sin(2 * std::numbers::pi * u2));
+          if (i + 1 < n)
+            p[i + 1] = static_cast<T>(a_ + b_ * radius * std::sin(2 * std::numbers::pi * u2));
         }
       } else {
         const T upper = static_cast<T>(b_);

@@ -1,10 +1,12 @@
-// Kernels of the state ops. VariableV2 outputs a reference to the variable kept in its device's
-// resource manager; Assign replaces the value; AssignAdd/AssignSub update it atomically,
-// in place when no reader holds the buffer (see VariableResource).
+// Kernels of the state ops (graph/state_ops.hpp). VariableV2 outputs a reference to the
+// variable kept in its device's resource manager; Assign replaces the value; AssignAdd/AssignSub
+// update it atomically, in place when no reader holds the buffer (see VariableResource);
+// IsVariableInitialized says whether the variable holds a value without reading (or copying) it.
 #pragma once
 
 #include <memory>
 
+#include "psflow/graph/state_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
 namespace psflow {
@@ -26,7 +28,8 @@ class VariableKernel : public OpKernel {
 
 class AssignKernel : public OpKernel {
  public:
-  explicit AssignKernel(const OpKernelConstruction& c) : validate_shape_(c.attr<bool>("validate_shape")) {}
+  explicit AssignKernel(const OpKernelConstruction& c)
+      : validate_shape_(c.attr<bool>("validate_shape")) {}
   void compute(OpKernelContext& ctx) override {
     VariableResource& var = ctx.ref_input(0);
     ctx.set_output(0, var.assign(ctx.input(1), validate_shape_));
@@ -63,12 +66,22 @@ class AssignUpdateKernel : public OpKernel {
  private:
 };
 
+class IsVariableInitializedKernel : public OpKernel {
+ public:
+  explicit IsVariableInitializedKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    ctx.set_output(0, Tensor(ctx.ref_input(0).initialized()));
+  }
+  bool is_expensive() const override { return false; }
+};
+
 inline const bool state_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<VariableKernel>("VariableV2");
   r.add<AssignKernel>("Assign");
   r.add<AssignUpdateKernel<false>>("AssignAdd");
   r.add<AssignUpdateKernel<true>>("AssignSub");
+  r.add<IsVariableInitializedKernel>("IsVariableInitialized");
   return true;
 }();
 

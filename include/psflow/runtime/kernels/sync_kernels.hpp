@@ -23,7 +23,8 @@ namespace detail {
 inline std::shared_ptr<GradientAccumulator> accumulator_for(const OpKernelConstruction& c) {
   const auto& name = c.attr<std::string>("shared_name");
   PartialShape shape;
-  if (c.attr<bool>("shape_known")) shape = PartialShape::of(c.attr<std::vector<std::int64_t>>("shape"));
+  if (c.attr<bool>("shape_known"))
+    shape = PartialShape::of(c.attr<std::vector<std::int64_t>>("shape"));
   const DType dtype = c.attr<DType>("dtype");
   return c.device().resources().lookup_or_create_resource<GradientAccumulator>(
       name, [&] { return new GradientAccumulator(name, dtype, shape); });
@@ -31,7 +32,8 @@ inline std::shared_ptr<GradientAccumulator> accumulator_for(const OpKernelConstr
 
 inline std::shared_ptr<TokenQueue> queue_for(const OpKernelConstruction& c) {
   const auto& name = c.attr<std::string>("shared_name");
-  return c.device().resources().lookup_or_create_resource<TokenQueue>(name, [&] { return new TokenQueue(name); });
+  return c.device().resources().lookup_or_create_resource<TokenQueue>(
+      name, [&] { return new TokenQueue(name); });
 }
 
 // Exactly-once completion of a waiting kernel, whichever comes first: the value, the step's
@@ -63,7 +65,8 @@ struct Waiting {
 // with `timeout_status`; `stop_waiting` withdraws the wait from the resource.
 inline void arm(const std::shared_ptr<Waiting>& wait, CancellationManager* cancellation,
                 std::function<void()> stop_waiting,
-                std::optional<DeadlineTimer::Clock::time_point> deadline = std::nullopt, Status timeout_status = {}) {
+                std::optional<DeadlineTimer::Clock::time_point> deadline = std::nullopt,
+                Status timeout_status = {}) {
   std::unique_lock lock(wait->mutex);
   if (wait->finished) return;  // completed already: the step may be gone
   if (cancellation) {
@@ -83,16 +86,18 @@ inline void arm(const std::shared_ptr<Waiting>& wait, CancellationManager* cance
     }
   }
   if (deadline)
-    wait->timer_id = DeadlineTimer::shared().schedule(*deadline, [wait, stop_waiting, timeout_status] {
-      if (!wait->claim()) return;
-      stop_waiting();
-      wait->finish(timeout_status);
-    });
+    wait->timer_id =
+        DeadlineTimer::shared().schedule(*deadline, [wait, stop_waiting, timeout_status] {
+          if (!wait->claim()) return;
+          stop_waiting();
+          wait->finish(timeout_status);
+        });
 }
 
 class AccumulatorApplyKernel : public OpKernel {
  public:
-  explicit AccumulatorApplyKernel(const OpKernelConstruction& c) : accumulator_(accumulator_for(c)) {}
+  explicit AccumulatorApplyKernel(const OpKernelConstruction& c)
+      : accumulator_(accumulator_for(c)) {}
   void compute(OpKernelContext& ctx) override {
     const bool accepted = accumulator_->apply(ctx.input(0), ctx.input(1).scalar<std::int64_t>());
     ctx.set_output(0, Tensor(accepted));
@@ -105,17 +110,20 @@ class AccumulatorApplyKernel : public OpKernel {
 class AccumulatorTakeKernel : public AsyncOpKernel {
  public:
   explicit AccumulatorTakeKernel(const OpKernelConstruction& c)
-      : accumulator_(accumulator_for(c)), required_(static_cast<int>(c.attr<std::int64_t>("num_required"))) {}
+      : accumulator_(accumulator_for(c)),
+        required_(static_cast<int>(c.attr<std::int64_t>("num_required"))) {}
   void compute_async(OpKernelContext& ctx, DoneCallback done) override {
     auto wait = std::make_shared<Waiting>();
     wait->done = std::move(done);
     CancellationManager* cancellation = ctx.step().cancellation;  // read while ctx surely lives
     auto accumulator = accumulator_;
-    const std::uint64_t id = accumulator->take(required_, [wait, &ctx](const Status& status, Tensor value) {
-      if (!wait->claim()) return;  // cancelled meanwhile: this aggregate is dropped with the step
-      if (status.ok()) ctx.set_output(0, std::move(value));
-      wait->finish(status);
-    });
+    const std::uint64_t id =
+        accumulator->take(required_, [wait, &ctx](const Status& status, Tensor value) {
+          if (!wait->claim())
+            return;  // cancelled meanwhile: this aggregate is dropped with the step
+          if (status.ok()) ctx.set_output(0, std::move(value));
+          wait->finish(status);
+        });
     arm(wait, cancellation, [accumulator, id] { accumulator->cancel_take(id); });
   }
 
@@ -126,8 +134,11 @@ class AccumulatorTakeKernel : public AsyncOpKernel {
 
 class AccumulatorSetGlobalStepKernel : public OpKernel {
  public:
-  explicit AccumulatorSetGlobalStepKernel(const OpKernelConstruction& c) : accumulator_(accumulator_for(c)) {}
-  void compute(OpKernelContext& ctx) override { accumulator_->set_global_step(ctx.input(0).scalar<std::int64_t>()); }
+  explicit AccumulatorSetGlobalStepKernel(const OpKernelConstruction& c)
+      : accumulator_(accumulator_for(c)) {}
+  void compute(OpKernelContext& ctx) override {
+    accumulator_->set_global_step(ctx.input(0).scalar<std::int64_t>());
+  }
 
  private:
   std::shared_ptr<GradientAccumulator> accumulator_;
@@ -135,8 +146,11 @@ class AccumulatorSetGlobalStepKernel : public OpKernel {
 
 class AccumulatorNumDroppedKernel : public OpKernel {
  public:
-  explicit AccumulatorNumDroppedKernel(const OpKernelConstruction& c) : accumulator_(accumulator_for(c)) {}
-  void compute(OpKernelContext& ctx) override { ctx.set_output(0, Tensor(accumulator_->num_dropped())); }
+  explicit AccumulatorNumDroppedKernel(const OpKernelConstruction& c)
+      : accumulator_(accumulator_for(c)) {}
+  void compute(OpKernelContext& ctx) override {
+    ctx.set_output(0, Tensor(accumulator_->num_dropped()));
+  }
 
  private:
   std::shared_ptr<GradientAccumulator> accumulator_;
@@ -147,8 +161,10 @@ class AccumulatorSetClosedKernel : public OpKernel {
   explicit AccumulatorSetClosedKernel(const OpKernelConstruction& c)
       : accumulator_(accumulator_for(c)), closed_(c.attr<bool>("closed")) {}
   void compute(OpKernelContext&) override {
-    if (closed_) accumulator_->close();
-    else accumulator_->reopen();
+    if (closed_)
+      accumulator_->close();
+    else
+      accumulator_->reopen();
   }
 
  private:
@@ -183,23 +199,29 @@ class ReleaseWaitersKernel : public OpKernel {
 class DequeueKernel : public AsyncOpKernel {
  public:
   explicit DequeueKernel(const OpKernelConstruction& c)
-      : queue_(queue_for(c)), timeout_ms_(c.attr<std::int64_t>("timeout_ms")), name_(c.attr<std::string>("shared_name")) {}
+      : queue_(queue_for(c)),
+        timeout_ms_(c.attr<std::int64_t>("timeout_ms")),
+        name_(c.attr<std::string>("shared_name")) {}
   void compute_async(OpKernelContext& ctx, DoneCallback done) override {
     auto wait = std::make_shared<Waiting>();
     wait->done = std::move(done);
     CancellationManager* cancellation = ctx.step().cancellation;  // read while ctx surely lives
     auto queue = queue_;
-    const std::uint64_t id = queue->dequeue([wait, queue, &ctx](const Status& status, std::int64_t token) {
-      if (!wait->claim()) {
-        if (status.ok()) queue->put_back(token);  // nobody takes it here: keep it for another worker
-        return;
-      }
-      if (status.ok()) ctx.set_output(0, Tensor(token));
-      wait->finish(status);
-    });
+    const std::uint64_t id =
+        queue->dequeue([wait, queue, &ctx](const Status& status, std::int64_t token) {
+          if (!wait->claim()) {
+            if (status.ok())
+              queue->put_back(token);  // nobody takes it here: keep it for another worker
+            return;
+          }
+          if (status.ok()) ctx.set_output(0, Tensor(token));
+          wait->finish(status);
+        });
     std::optional<DeadlineTimer::Clock::time_point> deadline;
-    if (timeout_ms_ > 0) deadline = DeadlineTimer::Clock::now() + std::chrono::milliseconds(timeout_ms_);
-    arm(wait, cancellation, [queue, id] { queue->cancel(id); }, deadline,
+    if (timeout_ms_ > 0)
+      deadline = DeadlineTimer::Clock::now() + std::chrono::milliseconds(timeout_ms_);
+    arm(
+        wait, cancellation, [queue, id] { queue->cancel(id); }, deadline,
         Status(ErrorCode::deadline_exceeded,
                "no token arrived in queue '" + name_ + "' within " + std::to_string(timeout_ms_) +
                    " ms: in synchronous training the chief (worker 0) hands out a token after each "
@@ -214,10 +236,13 @@ class DequeueKernel : public AsyncOpKernel {
 
 class QueueSetClosedKernel : public OpKernel {
  public:
-  explicit QueueSetClosedKernel(const OpKernelConstruction& c) : queue_(queue_for(c)), closed_(c.attr<bool>("closed")) {}
+  explicit QueueSetClosedKernel(const OpKernelConstruction& c)
+      : queue_(queue_for(c)), closed_(c.attr<bool>("closed")) {}
   void compute(OpKernelContext&) override {
-    if (closed_) queue_->close();
-    else queue_->reopen();
+    if (closed_)
+      queue_->close();
+    else
+      queue_->reopen();
   }
 
  private:
@@ -228,7 +253,9 @@ class QueueSetClosedKernel : public OpKernel {
 class QueueSizeKernel : public OpKernel {
  public:
   explicit QueueSizeKernel(const OpKernelConstruction& c) : queue_(queue_for(c)) {}
-  void compute(OpKernelContext& ctx) override { ctx.set_output(0, Tensor(static_cast<std::int64_t>(queue_->size()))); }
+  void compute(OpKernelContext& ctx) override {
+    ctx.set_output(0, Tensor(static_cast<std::int64_t>(queue_->size())));
+  }
 
  private:
   std::shared_ptr<TokenQueue> queue_;

@@ -1,14 +1,13 @@
-// _Send / _Recv: the two ends of an edge cut by the partitioner, and _Feed, the node that
-// stands for a tensor the client feeds. Both ends compute the same rendezvous key from their
-// attributes; Send hands the value to the step's rendezvous (never blocking) and Recv waits
-// for it asynchronously, so a waiting Recv holds no thread.
+// Kernels of _Send / _Recv / _Feed (graph/sendrecv_ops.hpp). Both ends compute the same
+// rendezvous key from their attributes; Send hands the value to the step's rendezvous (never
+// blocking) and Recv waits for it asynchronously, so a waiting Recv holds no thread.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "psflow/graph/op_builder.hpp"
+#include "psflow/graph/sendrecv_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/rendezvous.hpp"
 
@@ -22,27 +21,13 @@ inline std::string key_from_attrs(const OpKernelConstruction& c) {
                         c.attr<std::string>("recv_device"), c.attr<std::string>("tensor_name"));
 }
 
-// dtype + shape attributes ("shape", "shape_known") as an OutputSpec.
-inline std::vector<OutputSpec> spec_from_attrs(const InferenceContext& ctx) {
-  PartialShape shape;
-  if (ctx.attr<bool>("shape_known")) shape = PartialShape::of(ctx.attr<std::vector<std::int64_t>>("shape"));
-  return {OutputSpec{ctx.attr<DType>("dtype"), shape}};
-}
-
-inline const bool sendrecv_ops_registered = [] {
-  auto& r = OpRegistry::global();
-  r.add(OpDef{"_Send", 1, {}, true, [](const InferenceContext&) { return std::vector<OutputSpec>{}; }});
-  r.add(OpDef{"_Recv", 0, {}, true, spec_from_attrs});
-  r.add(OpDef{"_Feed", 0, {}, false, spec_from_attrs});
-  return true;
-}();
-
 class SendKernel : public OpKernel {
  public:
   explicit SendKernel(const OpKernelConstruction& c) : key_(key_from_attrs(c)) {}
   void compute(OpKernelContext& ctx) override {
     Rendezvous* rendezvous = ctx.step().rendezvous;
-    if (!rendezvous) throw Internal("_Send '" + ctx.name() + "' runs in a step without a rendezvous");
+    if (!rendezvous)
+      throw Internal("_Send '" + ctx.name() + "' runs in a step without a rendezvous");
     rendezvous->send(key_, ctx.input(0)).raise_if_error();
   }
   bool is_expensive() const override { return false; }
@@ -57,13 +42,15 @@ class RecvKernel : public AsyncOpKernel {
   void compute_async(OpKernelContext& ctx, DoneCallback done) override {
     Rendezvous* rendezvous = ctx.step().rendezvous;
     if (!rendezvous) {
-      done(Status(ErrorCode::internal, "_Recv '" + ctx.name() + "' runs in a step without a rendezvous"));
+      done(Status(ErrorCode::internal,
+                  "_Recv '" + ctx.name() + "' runs in a step without a rendezvous"));
       return;
     }
-    rendezvous->recv_async(key_, [&ctx, done = std::move(done)](const Status& status, Tensor value) {
-      if (status.ok()) ctx.set_output(0, std::move(value));
-      done(status);
-    });
+    rendezvous->recv_async(key_,
+                           [&ctx, done = std::move(done)](const Status& status, Tensor value) {
+                             if (status.ok()) ctx.set_output(0, std::move(value));
+                             done(status);
+                           });
   }
 
  private:

@@ -1,4 +1,6 @@
-// Element-wise kernels: numpy-broadcasting binary arithmetic and unary functions.
+// Building blocks of element-wise kernels: numpy-broadcasting loops, and BinaryKernel /
+// UnaryKernel templates that apply a functor to every element. An op family instantiates them
+// with its functors (runtime/kernels/math_kernels.hpp, grad_kernels.hpp).
 // Same-shape and scalar operands take flat loops the compiler vectorises; other shapes walk the
 // output once with per-input strides (0 along broadcast dimensions).
 #pragma once
@@ -86,23 +88,23 @@ inline Shape broadcast_output_shape(const OpKernelContext& ctx, const Tensor& a,
   return *shape;
 }
 
-struct AddOp { template <class T> T operator()(T a, T b) const { return a + b; } };
-struct SubOp { template <class T> T operator()(T a, T b) const { return a - b; } };
-struct MulOp { template <class T> T operator()(T a, T b) const { return a * b; } };
-struct DivOp { template <class T> T operator()(T a, T b) const { return a / b; } };
-// numpy's maximum/minimum: a NaN on either side wins.
+// True for NaN; integers are never NaN.
 template <class T>
 bool is_nan(T x) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(x);
+  else
+    return false;
 }
-struct MaxOp {
-  template <class T> T operator()(T a, T b) const { return is_nan(a) || is_nan(b) ? a + b : (a < b ? b : a); }
-};
-struct MinOp {
-  template <class T> T operator()(T a, T b) const { return is_nan(a) || is_nan(b) ? a + b : (b < a ? b : a); }
+
+// A division functor declares `static constexpr bool divides = true`: integer inputs are then
+// checked for zero divisors (a C++ division by zero is undefined behaviour, not an error).
+template <class Op>
+inline constexpr bool divides_v = requires {
+  requires Op::divides;
 };
 
+// out = Op(a, b) element-wise with numpy broadcasting; both inputs of one dtype.
 template <class Op>
 class BinaryKernel : public OpKernel {
  public:
@@ -111,11 +113,12 @@ class BinaryKernel : public OpKernel {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     if (a.dtype() != b.dtype())
-      throw InvalidArgument("inputs must have the same dtype, got " + a.summary() + " and " + b.summary());
+      throw InvalidArgument("inputs must have the same dtype, got " + a.summary() + " and " +
+                            b.summary());
     Tensor& out = ctx.allocate_output(0, a.dtype(), broadcast_output_shape(ctx, a, b));
     visit_numeric_dtype(a.dtype(), ctx.node().type, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if constexpr (std::is_same_v<Op, DivOp> && std::is_integral_v<T>) {
+      if constexpr (divides_v<Op> && std::is_integral_v<T>) {
         for (T v : b.values<T>())
           if (v == 0) throw InvalidArgument("Integer division by zero in '" + ctx.name() + "'");
       }
@@ -124,16 +127,7 @@ class BinaryKernel : public OpKernel {
   }
 };
 
-struct NegOp { template <class T> T operator()(T x) const { return -x; } };
-struct SquareOp { template <class T> T operator()(T x) const { return x * x; } };
-struct ReluOp { template <class T> T operator()(T x) const { return x < T(0) ? T(0) : x; } };  // NaN stays NaN
-struct SigmoidOp { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
-struct TanhOp { template <class T> T operator()(T x) const { return std::tanh(x); } };
-struct ExpOp { template <class T> T operator()(T x) const { return std::exp(x); } };
-struct LogOp { template <class T> T operator()(T x) const { return std::log(x); } };
-struct SqrtOp { template <class T> T operator()(T x) const { return std::sqrt(x); } };
-struct RsqrtOp { template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); } };
-
+// out = Op(x) element-wise; FloatingOnly rejects integer inputs with InvalidArgument.
 template <class Op, bool FloatingOnly>
 class UnaryKernel : public OpKernel {
  public:
@@ -148,30 +142,12 @@ class UnaryKernel : public OpKernel {
       const std::size_t n = x.size();
       for (std::size_t i = 0; i < n; ++i) po[i] = Op{}(px[i]);
     };
-    if constexpr (FloatingOnly) visit_floating_dtype(x.dtype(), ctx.node().type, run);
-    else visit_numeric_dtype(x.dtype(), ctx.node().type, run);
+    if constexpr (FloatingOnly)
+      visit_floating_dtype(x.dtype(), ctx.node().type, run);
+    else
+      visit_numeric_dtype(x.dtype(), ctx.node().type, run);
   }
 };
-
-inline const bool elementwise_kernels_registered = [] {
-  auto& r = KernelRegistry::global();
-  r.add<BinaryKernel<AddOp>>("Add");
-  r.add<BinaryKernel<SubOp>>("Sub");
-  r.add<BinaryKernel<MulOp>>("Mul");
-  r.add<BinaryKernel<DivOp>>("RealDiv");
-  r.add<BinaryKernel<MaxOp>>("Maximum");
-  r.add<BinaryKernel<MinOp>>("Minimum");
-  r.add<UnaryKernel<NegOp, false>>("Neg");
-  r.add<UnaryKernel<SquareOp, false>>("Square");
-  r.add<UnaryKernel<ReluOp, false>>("Relu");
-  r.add<UnaryKernel<SigmoidOp, true>>("Sigmoid");
-  r.add<UnaryKernel<TanhOp, true>>("Tanh");
-  r.add<UnaryKernel<ExpOp, true>>("Exp");
-  r.add<UnaryKernel<LogOp, true>>("Log");
-  r.add<UnaryKernel<SqrtOp, true>>("Sqrt");
-  r.add<UnaryKernel<RsqrtOp, true>>("Rsqrt");
-  return true;
-}();
 
 }  // namespace detail
 

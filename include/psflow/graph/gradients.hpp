@@ -1,0 +1,185 @@
+// gradients(): TF1's reverse-mode symbolic differentiation (tf.gradients). It adds to the graph
+// the ops that compute d(sum of y's elements)/dx for each x, walking back from y through the
+// ops that lie between the xs and y and asking each op's registered gradient function for the
+// gradients of its inputs. Gradient functions live in a registry keyed by op type
+// (graph/gradient_registry.hpp): each op family registers its gradients next to its op
+// definitions (graph/<family>_ops.hpp), so a new op never touches gradients().
+//
+// The rules, taken from TF's gradients_util.py unless marked as psflow's choice:
+// - The initial gradient is OnesLike(y); y must be float32 or float64.
+// - Only ops on a data path from some x to y are differentiated; control inputs carry nothing.
+//   The walk stops at the xs and at ops registered as not differentiable (their inputs get no
+//   gradient: Const, Placeholder, Fill, random ops, variables, Assign*, ZerosLike, OnesLike).
+// - An op on such a path with nothing registered throws InvalidArgument naming it and its type.
+// - Several paths into one tensor: the contributions are summed by one AddN.
+// - An x that y does not depend on gets ZerosLike(x) (psflow's choice: TF returns None), so
+//   every result can be fetched and applied.
+// - Names: every op goes under the name scope "gradients" (made unique per call, like TF), the
+//   ones of forward op "dense/MatMul" under "gradients/dense/MatMul_grad/".
+// - Placement (psflow's choice): the gradient ops of a forward op are created under
+//   graph.device(op.device()), merged with the device scopes active at the call like any scope,
+//   so the backward pass of an op runs where its forward pass ran and needs no extra transfers
+//   (like TF's colocate_gradients_with_ops=True, but without pinning). An AddN is created on
+//   the device of its first contribution; OnesLike(y) / ZerosLike(x) on the device of y / x.
+// - SoftmaxCrossEntropyWithLogits backpropagates into logits only, like TF1's
+//   softmax_cross_entropy_with_logits (v1), which stops the gradient into labels.
+//
+// Like all graph building, gradients() must not run concurrently with other changes to the
+// same graph. The registry itself is thread-safe.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "psflow/graph/grad_ops.hpp"
+#include "psflow/graph/gradient_registry.hpp"
+
+namespace psflow {
+
+// Symbolic gradients of sum(y) with respect to each of `xs`, in order: one Output per x,
+// shaped and typed like it. Throws InvalidArgument when y is empty or not a float tensor, when
+// an x is empty or from another graph, or when a path from an x to y crosses an op without a
+// registered gradient. (Also reachable as psflow::train::gradients, TF's tf.gradients.)
+inline std::vector<Output> gradients(Output y, const std::vector<Output>& xs);
+
+// ---------------------------------------------------------------------------------------------
+// Definitions
+
+namespace detail {
+
+using TensorKey = std::pair<int, int>;  // (node id, output index)
+
+inline TensorKey key_of(const Output& t) { return {t.op().id(), t.index()}; }
+
+// One call of gradients(): which ops lie between the xs and y, and the gradient contributions
+// collected so far per tensor.
+class GradientWalk {
+ public:
+  GradientWalk(Graph& graph, const Output& y, const std::vector<Output>& xs)
+      : graph_(graph), y_(y) {
+    for (const auto& x : xs) xs_.insert(key_of(x));
+    const int n = y.op().id() + 1;  // nodes are appended after their inputs: none later feeds y
+    reaches_y_.assign(static_cast<std::size_t>(n), false);
+    reaches_y_[static_cast<std::size_t>(n - 1)] = true;
+    for (int id = n - 1; id >= 0; --id)
+      if (reaches_y_[static_cast<std::size_t>(id)])
+        for (const auto& in : graph.node(id).inputs)
+          reaches_y_[static_cast<std::size_t>(in.node)] = true;
+    from_x_.assign(static_cast<std::size_t>(n), false);
+    for (int id = 0; id < n; ++id)
+      for (const auto& in : graph.node(id).inputs)
+        if (on_path({in.node, in.index})) from_x_[static_cast<std::size_t>(id)] = true;
+  }
+
+  std::vector<Output> run(const std::vector<Output>& xs) {
+    if (on_path(key_of(y_))) {
+      auto device = graph_.device(y_.op().device());
+      pending_[key_of(y_)].push_back(ops::ones_like(y_, "OnesLike"));
+    }
+    for (int id = y_.op().id(); id >= 0; --id)
+      if (reaches_y_[static_cast<std::size_t>(id)] && from_x_[static_cast<std::size_t>(id)])
+        backprop(Operation(&graph_, id));
+    std::vector<Output> result;
+    for (const auto& x : xs) {
+      Output g = aggregated(key_of(x));
+      if (!g.valid()) {
+        auto device = graph_.device(x.op().device());
+        g = ops::zeros_like(x, "ZerosLike");
+        pending_[key_of(x)] = {g};  // one ZerosLike per x even when it is asked for twice
+      }
+      result.push_back(g);
+    }
+    return result;
+  }
+
+ private:
+  // True when tensor `t` is an x or computed from one.
+  bool on_path(const TensorKey& t) const {
+    return xs_.count(t) != 0 || (t.first < static_cast<int>(from_x_.size()) &&
+                                 from_x_[static_cast<std::size_t>(t.first)]);
+  }
+
+  // The sum of the contributions to tensor `t` (empty when none), summed once.
+  Output aggregated(const TensorKey& t) {
+    auto it = pending_.find(t);
+    if (it == pending_.end() || it->second.empty()) return {};
+    auto& list = it->second;
+    if (list.size() > 1) {
+      auto device = graph_.device(list.front().device());
+      list = {ops::add_n(list, "AddN")};
+    }
+    return list.front();
+  }
+
+  void backprop(const Operation& op) {
+    std::vector<Output> out_grads(static_cast<std::size_t>(op.num_outputs()));
+    bool any = false;
+    for (int k = 0; k < op.num_outputs(); ++k) {
+      out_grads[static_cast<std::size_t>(k)] = aggregated({op.id(), k});
+      any = any || out_grads[static_cast<std::size_t>(k)].valid();
+    }
+    if (!any) return;  // e.g. only reaches y through an input that gets no gradient
+    auto fn = GradientRegistry::global().lookup(op.type());
+    if (!fn)
+      throw InvalidArgument("gradients: no gradient is registered for op '" + op.name() +
+                            "' (op type: " + op.type() + "), which lies on a path from an x to '" +
+                            y_.name() +
+                            "': register one with GradientRegistry::global()"
+                            ".add(\"" +
+                            op.type() + "\", fn), or keep the op off that path");
+    if (!*fn) return;  // not differentiable: the walk stops here
+    std::vector<Output> in_grads;
+    {
+      auto device = graph_.device(op.device());
+      auto scope = graph_.name_scope(op.name() + "_grad");
+      in_grads = (*fn)(op, out_grads);
+    }
+    if (static_cast<int>(in_grads.size()) != op.num_inputs())
+      throw Internal("gradient function of op type " + op.type() + " returned " +
+                     std::to_string(in_grads.size()) + " gradients for op '" + op.name() +
+                     "', which has " + std::to_string(op.num_inputs()) + " inputs");
+    for (int i = 0; i < op.num_inputs(); ++i) {
+      const Output& g = in_grads[static_cast<std::size_t>(i)];
+      const Output in = op.input(i);
+      if (!g.valid() || !on_path(key_of(in))) continue;
+      if (g.dtype() != in.dtype())
+        throw Internal("gradient function of op type " + op.type() + " returned a " +
+                       std::string(dtype_name(g.dtype())) + " gradient for input '" + in.name() +
+                       "' (" + std::string(dtype_name(in.dtype())) + ") of op '" + op.name() + "'");
+      pending_[key_of(in)].push_back(g);
+    }
+  }
+
+  Graph& graph_;
+  Output y_;
+  std::set<TensorKey> xs_;
+  std::vector<bool> reaches_y_;  // per node id: y depends on it through data edges
+  std::vector<bool> from_x_;     // per node id: some input is an x or computed from one
+  std::map<TensorKey, std::vector<Output>> pending_;
+};
+
+}  // namespace detail
+
+inline std::vector<Output> gradients(Output y, const std::vector<Output>& xs) {
+  if (!y.valid()) throw InvalidArgument("gradients: y is an empty Output (default-constructed)");
+  if (!is_floating(y.dtype()))
+    throw InvalidArgument("gradients: y '" + y.name() + "' is " +
+                          std::string(dtype_name(y.dtype())) +
+                          "; only float32 and float64 tensors can be differentiated");
+  Graph& graph = y.graph();
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].valid())
+      throw InvalidArgument("gradients: xs[" + std::to_string(i) + "] is an empty Output");
+    if (&xs[i].graph() != &graph)
+      throw InvalidArgument("gradients: x '" + xs[i].name() +
+                            "' belongs to another Graph than y '" + y.name() + "'");
+  }
+  auto scope = graph.name_scope("gradients");
+  detail::GradientWalk walk(graph, y, xs);
+  return walk.run(xs);
+}
+
+}  // namespace psflow

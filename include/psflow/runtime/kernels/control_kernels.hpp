@@ -1,0 +1,22 @@
+// Kernel of NoOp (graph/control_ops.hpp): nothing to compute; it exists for its control inputs.
+#pragma once
+
+#include "psflow/graph/control_ops.hpp"
+#include "psflow/runtime/kernel.hpp"
+
+namespace psflow {
+
+namespace detail {
+
+class NoOpKernel : public OpKernel {
+ public:
+  explicit NoOpKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext&) override {}
+  bool is_expensive() const override { return false; }
+};
+
+inline const bool control_kernels_registered = KernelRegistry::global().add<NoOpKernel>("NoOp");
+
+}  // namespace detail
+
+}  // namespace psflow

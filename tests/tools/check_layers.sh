@@ -1,0 +1,62 @@
+#!/bin/sh
+# Includes never point up the layer order, and each heavy dependency enters through its one place.
+#   core <- graph <- runtime <- distributed;  observe reads graph and runtime;  train uses them all.
+# Umbrellas: psflow/graph.hpp is the graph layer, psflow/runtime.hpp the runtime layer.
+# Usage: check_layers.sh <include dir>     Prints every violation; exits 1 if there is any.
+set -u
+cd "$1" || exit 2
+
+allowed() {  # layer -> the layers its headers may include
+  case $1 in
+    core) echo "core" ;;
+    graph) echo "core graph" ;;
+    runtime) echo "core graph runtime" ;;
+    distributed) echo "core graph runtime distributed" ;;
+    observe) echo "core graph runtime observe" ;;
+    train) echo "core graph runtime distributed observe train" ;;
+    *) echo "" ;;
+  esac
+}
+
+layer_of() {  # header path -> its layer, or "any" for the top-level psflow.hpp and version.hpp
+  case $1 in
+    psflow/graph.hpp) echo graph ;;
+    psflow/runtime.hpp) echo runtime ;;
+    psflow/*/*) echo "$1" | cut -d/ -f2 ;;
+    *) echo any ;;
+  esac
+}
+
+violations=0
+report() {
+  echo "$1"
+  violations=$((violations + 1))
+}
+
+for header in $(find psflow -name '*.hpp' | sort); do
+  layer=$(layer_of "$header")
+  # psflow headers it includes, by their layer
+  for included in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]\(psflow\/[^>"]*\)[>"].*/\1/p' "$header"); do
+    [ "$layer" = any ] && continue
+    target=$(layer_of "$included")
+    [ "$target" = any ] && continue
+    case " $(allowed "$layer") " in
+      *" $target "*) ;;
+      *) report "$header ($layer) includes $included ($target): a $layer header may include only: $(allowed "$layer")" ;;
+    esac
+  done
+  # heavy dependencies, each through one place
+  if grep -Eq '^[[:space:]]*#[[:space:]]*include[[:space:]]*<boost/asio' "$header" && [ "$layer" != distributed ]; then
+    report "$header includes Boost.Asio: only distributed/ may (keep the network out of graph and runtime code)"
+  fi
+  if grep -Eq '^[[:space:]]*#[[:space:]]*include[[:space:]]*<cblas\.h>' "$header" &&
+     [ "$header" != psflow/runtime/kernels/math_kernels.hpp ]; then
+    report "$header includes cblas.h: BLAS enters only through psflow/runtime/kernels/math_kernels.hpp"
+  fi
+done
+
+if [ "$violations" -gt 0 ]; then
+  echo "$violations layer violation(s)"
+  exit 1
+fi
+echo "no include points up the layer order ($(find psflow -name '*.hpp' | wc -l) headers checked)"
