@@ -7,6 +7,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -437,6 +439,136 @@ TEST_CASE("a restarted ps is a new incarnation: runs fail Aborted, never read it
   fresh.run(global_variables_initializer(g));
   CHECK(fresh.run({doubled})[0].equals(Tensor::filled(6.0f, {2})));
   worker.stop_job("ps");
+}
+
+TEST_CASE("a ps killed while the master waits to reach another ps fails the step typed, and the worker stays usable") {
+  // ps0's partition waits for a tensor from the worker, whose own partition starts only once the
+  // master has sent the step to every ps; ps1 is down, so the master is still trying to reach it
+  // when ps0 is killed. ps0's failed reply then fails the step on the worker's I/O thread, which
+  // must neither connect to ps1 nor wait for anything (it would wait for itself).
+  Cluster cluster(2, 1);
+  auto worker = std::make_unique<Server>(cluster.spec(), "worker", 0, cluster.quiet(4s));
+  auto g = std::make_unique<Graph>();
+  Output x = ops::constant(*g, Tensor(2.0f), "x");  // on the worker
+  Output on_ps0, on_ps1;
+  {
+    auto ps0 = g->device("/job:ps/task:0");
+    on_ps0 = x * 3.0;
+  }
+  {
+    auto ps1 = g->device("/job:ps/task:1");
+    on_ps1 = ops::constant(*g, Tensor(1.0f), "one") + 1.0;
+  }
+  auto sess = std::make_unique<Session>(*g, worker->target());
+  const auto first = sess->run({on_ps0, on_ps1});  // registers both partitions
+  CHECK(first[0].equals(Tensor(6.0f)));
+  CHECK(first[1].equals(Tensor(2.0f)));
+
+  const std::string ps1 = "/job:ps/replica:0/task:1";
+  cluster.ps[1]->kill(SIGKILL);
+  REQUIRE(cluster.ps[1]->wait_for(10s));
+  for (int i = 0; i < 500 && worker->open_connection(ps1); ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE_FALSE(worker->open_connection(ps1));
+
+  struct Outcome {
+    std::mutex mutex;
+    std::condition_variable ended;
+    bool done = false;
+    ErrorCode code = ErrorCode::ok;
+    std::string what = "the run returned values";
+  };
+  auto outcome = std::make_shared<Outcome>();
+  const auto start = std::chrono::steady_clock::now();
+  std::thread runner([&session = *sess, on_ps0, on_ps1, outcome] {
+    ErrorCode code = ErrorCode::ok;
+    std::string what = "the run returned values";
+    try {
+      session.run({on_ps0, on_ps1});
+    } catch (const Error& e) {
+      code = e.code();
+      what = e.what();
+    }
+    std::lock_guard lock(outcome->mutex);
+    outcome->done = true;
+    outcome->code = code;
+    outcome->what = what;
+    outcome->ended.notify_all();
+  });
+  std::this_thread::sleep_for(1s);  // the master now retries ps1, ps0 waits for the worker's x
+  cluster.ps[0]->kill(SIGKILL);
+  bool ended;
+  {
+    std::unique_lock lock(outcome->mutex);
+    ended = outcome->ended.wait_for(lock, 60s, [&] { return outcome->done; });
+  }
+  if (!ended) {
+    // The I/O thread is stuck: leave the server, session and graph to it rather than hang in
+    // their destructors.
+    runner.detach();
+    (void)sess.release();
+    (void)g.release();
+    (void)worker.release();
+    FAIL("the step did not end within 60 s: the worker's I/O thread is stuck");
+  }
+  runner.join();
+  INFO(outcome->what);
+  CHECK((outcome->code == ErrorCode::unavailable || outcome->code == ErrorCode::aborted));
+  CHECK_THAT(outcome->what, Catch::Contains("/job:ps/replica:0/task:0"));
+  CHECK(std::chrono::steady_clock::now() - start < 30s);  // the 4 s connect deadline, plus slack
+
+  // The worker still serves: a restarted ps0 runs a new session's step, then the worker stops.
+  cluster.start_ps(0);
+  Graph g2;
+  Output again;
+  {
+    auto ps0 = g2.device("/job:ps/task:0");
+    again = ops::constant(g2, Tensor(5.0f), "five") * 2.0;
+  }
+  Session sess2(g2, worker->target());
+  CHECK(sess2.run({again})[0].equals(Tensor(10.0f)));
+  CHECK(worker->stop_job("ps", 1s) == 1);  // ps1 is gone
+  REQUIRE(cluster.ps[0]->wait_for(10s));
+  CHECK(cluster.ps[0]->exit_code() == 0);
+  worker->stop();
+  CHECK(worker->stopped());
+}
+
+TEST_CASE("a blocking Server call on the server's own I/O thread throws Internal instead of hanging") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  const std::string ps = "/job:ps/replica:0/task:0";
+  std::promise<std::vector<std::string>> results;
+  auto refused = results.get_future();
+  // Nothing is connected yet, so `done` runs on the I/O thread once the ps answered hello.
+  worker.connect_async(ps, [&](Status status, std::shared_ptr<Connection>) {
+    std::vector<std::string> out;
+    if (!status.ok()) out.push_back("connecting failed: " + status.message());
+    auto attempt = [&](const std::string& name, const std::function<void()>& blocking_call) {
+      try {
+        blocking_call();
+        out.push_back(name + " returned");
+      } catch (const Internal& e) {
+        out.push_back(e.message());
+      } catch (const Error& e) {
+        out.push_back(name + " threw " + e.what());
+      }
+    };
+    attempt("connect", [&] { worker.connect(ps); });
+    attempt("call", [&] { worker.call(ps, wire::make_frame(wire::MessageType::ping, wire::Handle{}), 1s); });
+    attempt("peer_incarnation", [&] { worker.peer_incarnation(ps); });
+    attempt("stop_task", [&] { worker.stop_task("ps", 0, 1s); });
+    attempt("stop_job", [&] { worker.stop_job("ps", 1s); });
+    results.set_value(std::move(out));
+  });
+  REQUIRE(refused.wait_for(30s) == std::future_status::ready);
+  const std::vector<std::string> messages = refused.get();
+  CHECK(messages.size() == 5);
+  for (const auto& m : messages) CHECK_THAT(m, Catch::Contains("called on the I/O thread of /job:worker/replica:0/task:0"));
+  // From a user thread the same calls work.
+  CHECK(worker.connect(ps)->is_open());
+  CHECK(worker.peer_incarnation(ps) != 0);
+  CHECK(worker.stop_job("ps") == 1);
+  REQUIRE(cluster.ps[0]->wait_for(10s));
 }
 
 namespace {

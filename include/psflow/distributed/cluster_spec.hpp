@@ -87,6 +87,20 @@ inline std::string task_name(std::string_view job, std::size_t task) {
   return "/job:" + std::string(job) + "/task:" + std::to_string(task);
 }
 
+// The full name of a task, as servers name themselves: "/job:ps/replica:0/task:1".
+inline std::string full_task_name(std::string_view job, std::size_t task) {
+  return "/job:" + std::string(job) + "/replica:0/task:" + std::to_string(task);
+}
+
+// The task a device belongs to: "/job:ps/replica:0/task:1/device:CPU:0" gives
+// "/job:ps/replica:0/task:1".
+inline std::string task_of_device(const std::string& device) {
+  DeviceSpec spec = DeviceSpec::parse(device);
+  spec.device_type.reset();
+  spec.device_index.reset();
+  return spec.to_string();
+}
+
 inline std::string join_names(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;

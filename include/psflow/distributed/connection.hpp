@@ -13,11 +13,15 @@
 // connection's strand (the I/O thread).
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <atomic>
+#include <boost/asio.hpp>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -27,11 +31,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <sys/socket.h>
-#include <sys/uio.h>
-
-#include <boost/asio.hpp>
 
 #include "psflow/distributed/wire.hpp"
 
@@ -46,63 +45,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
   using CloseHandler = std::function<void(const std::shared_ptr<Connection>&, const Status&)>;
   using ReplyCallback = std::function<void(Status, wire::Frame)>;
 
-  Connection(asio::ip::tcp::socket socket, wire::WireLimits limits, std::string description)
-      : socket_(std::move(socket)),
-        strand_(asio::make_strand(socket_.get_executor())),
-        timer_(strand_),
-        limits_(limits),
-        description_(std::move(description)) {
-    boost::system::error_code ignored;
-    socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
-  }
+  // `description` names the peer in messages ("/job:ps/replica:0/task:0 at 127.0.0.1:2222").
+  Connection(asio::ip::tcp::socket socket, wire::WireLimits limits, std::string description);
 
-  // Starts reading; `on_frame` gets every frame that is not a reply to one of our requests.
-  void start(FrameHandler on_frame, CloseHandler on_close) {
-    on_frame_ = std::move(on_frame);
-    on_close_ = std::move(on_close);
-    asio::dispatch(strand_, [self = shared_from_this()] {
-      self->parse_frames();
-      self->arm_timer();
-    });
-  }
+  // Starts reading; `on_frame` gets every frame that is not a reply to one of our requests,
+  // `on_close` the reason once the connection closes. Both run on the strand.
+  void start(FrameHandler on_frame, CloseHandler on_close);
 
   // Sends a frame without blocking: when nothing else is being written it goes out from this
   // thread at once (saving a wake-up of the I/O thread per message, the larger part of a small
   // step's latency); the rest, and frames sent meanwhile, are queued for the I/O thread. Frames
   // sent while a frame handler runs on this thread are held until it returns and then written
   // together (see HeldWrites). Dropped silently once the connection is closed.
-  void send(wire::Frame frame) {
-    auto out = std::make_shared<Outgoing>(std::move(frame));
-    HeldWrites* held = HeldWrites::active();
-    {
-      std::lock_guard lock(mutex_);  // held while writing, so close_now cannot close the socket under us
-      if (closed_) return;
-      queue_.push_back(std::move(out));
-      if (writing_) return;  // whoever is writing takes this frame too
-      writing_ = true;
-      if (held) return held->hold(shared_from_this());
-      if (write_queue_without_blocking()) {
-        writing_ = false;
-        return;
-      }
-    }
-    asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
-  }
+  void send(wire::Frame frame);
 
   // While one exists on a thread, frames sent from that thread are held and written when it
   // ends, all those for one connection in one write. Each frame handler runs inside one, so a
   // ps's _Send tensor and its run_graph reply leave together and wake the worker once.
   class HeldWrites {
    public:
-    HeldWrites() : previous_(current_) { current_ = this; }
+    HeldWrites();
     HeldWrites(const HeldWrites&) = delete;
     HeldWrites& operator=(const HeldWrites&) = delete;
-    ~HeldWrites() {
-      current_ = previous_;
-      for (const auto& connection : connections_) connection->write_held();
-    }
+    ~HeldWrites();
     static HeldWrites* active() noexcept { return current_; }
-    void hold(std::shared_ptr<Connection> connection) { connections_.push_back(std::move(connection)); }
+    void hold(std::shared_ptr<Connection> connection);
 
    private:
     static inline thread_local HeldWrites* current_ = nullptr;
@@ -111,80 +78,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   // Sends a request; `done` gets the reply, or Unavailable if the connection closes first, or
-  // DeadlineExceeded after `timeout` (zero: no deadline).
-  void call(wire::Frame request, ReplyCallback done, std::chrono::milliseconds timeout = {}) {
-    const std::uint64_t id = next_request_id_.fetch_add(1);
-    request.request_id = id;
-    Status failed;
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_) {
-        failed = close_reason_;
-      } else {
-        const auto deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
-        pending_.emplace(id, Pending{std::move(done), deadline});
-      }
-    }
-    if (!failed.ok()) return done(failed, {});  // outside the lock: done may call back in
-    send(std::move(request));
-  }
+  // DeadlineExceeded after `timeout` (zero: no deadline). `done` runs on the strand, or at once
+  // on this thread when the connection is closed already.
+  void call(wire::Frame request, ReplyCallback done, std::chrono::milliseconds timeout = {});
 
   // Closes the socket; pending requests fail with `reason`. Idempotent.
-  void close(const Status& reason) {
-    asio::dispatch(strand_, [self = shared_from_this(), reason] { self->close_now(reason); });
-  }
+  void close(const Status& reason);
 
-  bool is_open() const {
-    std::lock_guard lock(mutex_);
-    return !closed_;
-  }
+  bool is_open() const;
   const std::string& description() const noexcept { return description_; }
 
   // The task at the other end once it said hello ("" before).
-  std::string peer_task() const {
-    std::lock_guard lock(mutex_);
-    return peer_task_;
-  }
-  void set_peer_task(std::string task) {
-    std::lock_guard lock(mutex_);
-    peer_task_ = std::move(task);
-  }
+  std::string peer_task() const;
+  void set_peer_task(std::string task);
 
  private:
+  // A frame being written: its encoded header and tensor table, and how much of it went out.
   struct Outgoing {
-    explicit Outgoing(wire::Frame f) : frame(std::move(f)) {
-      table = wire::encode_tensor_table(frame.tensors);
-      wire::FrameHeader h;
-      h.type = frame.type;
-      h.request_id = frame.request_id;
-      h.metadata_bytes = static_cast<std::uint32_t>(frame.metadata.size());
-      h.table_bytes = static_cast<std::uint32_t>(table.size());
-      h.tensor_count = static_cast<std::uint32_t>(frame.tensors.size());
-      for (const Tensor& t : frame.tensors) h.payload_bytes += t.nbytes();
-      wire::encode_header(h, header.data());
-      total_bytes = header.size() + frame.metadata.size() + table.size() + h.payload_bytes;
-    }
-    // Calls visit(data, size) for each piece not sent yet: header, metadata, table and the tensor
-    // buffers themselves; false from visit stops the walk.
+    explicit Outgoing(wire::Frame f);
+    // Calls visit(data, size) for each piece not sent yet: header, metadata, table and the
+    // tensor buffers themselves; false from visit stops the walk.
     template <class Visit>
-    bool for_each_unsent(Visit&& visit) const {
-      std::size_t skip = bytes_sent;
-      auto piece = [&](const void* data, std::size_t size) {
-        if (skip >= size) {
-          skip -= size;
-          return true;
-        }
-        const bool more = visit(static_cast<const char*>(data) + skip, size - skip);
-        skip = 0;
-        return more;
-      };
-      if (!piece(header.data(), header.size()) || !piece(frame.metadata.data(), frame.metadata.size()) ||
-          !piece(table.data(), table.size()))
-        return false;
-      for (const Tensor& t : frame.tensors)
-        if (!piece(t.raw_data(), t.nbytes())) return false;
-      return true;
-    }
+    bool for_each_unsent(Visit&& visit) const;
+
     wire::Frame frame;  // keeps the tensor buffers alive until written
     std::array<unsigned char, wire::kHeaderBytes> header{};
     std::string table;
@@ -196,216 +112,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Clock::time_point deadline;
   };
 
-  void write_queued() {
-    std::vector<std::shared_ptr<Outgoing>> batch;
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_ || queue_.empty()) {
-        writing_ = false;
-        return;
-      }
-      batch.assign(queue_.begin(), queue_.end());
-      queue_.clear();
-    }
-    std::vector<asio::const_buffer> buffers;
-    for (const auto& out : batch)
-      out->for_each_unsent([&](const char* data, std::size_t size) {
-        buffers.emplace_back(data, size);
-        return true;
-      });
-    asio::async_write(socket_, buffers,
-                      asio::bind_executor(strand_, [self = shared_from_this(), batch = std::move(batch)](
-                                                       const boost::system::error_code& ec, std::size_t) {
-                        if (ec) {
-                          self->close_now(Status(ErrorCode::unavailable, "write failed: " + ec.message()));
-                          return;
-                        }
-                        self->write_queued();
-                      }));
-  }
-
+  // Writes everything queued (strand), then whatever was queued meanwhile.
+  void write_queued();
   // One non-blocking sendmsg of the queued frames (mutex_ held); drops the frames it sent
   // completely and returns true when nothing is left. A full socket buffer or a failed socket
   // sends nothing: the I/O thread then writes the rest, or reports the failure.
-  bool write_queue_without_blocking() {
-    std::array<iovec, 64> iov{};  // the rest, if more, goes out on the next write
-    std::size_t count = 0;
-    for (const auto& out : queue_) {
-      const bool room = out->for_each_unsent([&](const char* data, std::size_t size) {
-        iov[count++] = iovec{const_cast<char*>(data), size};
-        return count < iov.size();
-      });
-      if (!room) break;
-    }
-    msghdr message{};
-    message.msg_iov = iov.data();
-    message.msg_iovlen = count;
-    const ssize_t written = ::sendmsg(socket_.native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
-    std::size_t left = written > 0 ? static_cast<std::size_t>(written) : 0;
-    while (!queue_.empty()) {
-      Outgoing& front = *queue_.front();
-      const std::size_t take = std::min(left, front.total_bytes - front.bytes_sent);
-      front.bytes_sent += take;
-      left -= take;
-      if (front.bytes_sent < front.total_bytes) break;
-      queue_.pop_front();
-    }
-    return queue_.empty();
-  }
-
+  bool write_queue_without_blocking();
   // The end of a HeldWrites scope: write what it held, from this thread if the socket takes it.
-  void write_held() {
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_) return;
-      if (write_queue_without_blocking()) {
-        writing_ = false;
-        return;
-      }
-    }
-    asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
-  }
+  void write_held();
 
   std::size_t buffered() const noexcept { return inbox_end_ - inbox_start_; }
-
   // Reads whatever the socket has (up to the inbox's room), then parses it.
-  void read_more(std::size_t frame_start_bytes) {
-    std::memmove(inbox_.data(), inbox_.data() + inbox_start_, buffered());
-    inbox_end_ -= inbox_start_;
-    inbox_start_ = 0;
-    if (buffered() == 0 && inbox_.size() > kInboxBytes) inbox_.assign(kInboxBytes, '\0');
-    // A frame's header, metadata and table must fit at once (their sizes are within the limits).
-    if (frame_start_bytes > inbox_.size()) inbox_.resize(frame_start_bytes);
-    socket_.async_read_some(asio::buffer(inbox_.data() + inbox_end_, inbox_.size() - inbox_end_),
-                            asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-                              if (ec) return self->close_on_read_error(ec);
-                              self->inbox_end_ += n;
-                              self->parse_frames();
-                            }));
-  }
-
+  void read_more(std::size_t frame_start_bytes);
   // Delivers every complete frame in the inbox, then reads more. A frame's payload bytes that
   // came in the same read as its header are copied out of the inbox (at most kInboxBytes); the
   // rest is read straight into the tensors.
-  void parse_frames() {
-    while (is_open()) {
-      if (buffered() < wire::kHeaderBytes) return read_more(wire::kHeaderBytes);
-      const char* at = inbox_.data() + inbox_start_;
-      try {
-        header_ = wire::decode_header(reinterpret_cast<const unsigned char*>(at), limits_);
-      } catch (const Error& e) {
-        return close_now(Status(ErrorCode::data_loss, e.message()), true);
-      }
-      const std::size_t frame_start = wire::kHeaderBytes + header_.metadata_bytes + header_.table_bytes;
-      if (buffered() < frame_start) return read_more(frame_start);
+  void parse_frames();
+  // Hands the frame just read to its pending request or to on_frame_.
+  void deliver();
+  void close_on_read_error(const boost::system::error_code& ec);
 
-      incoming_ = wire::Frame{};
-      incoming_.type = header_.type;
-      incoming_.request_id = header_.request_id;
-      incoming_.metadata.assign(at + wire::kHeaderBytes, header_.metadata_bytes);
-      try {
-        incoming_.tensors = wire::allocate_from_table(
-            std::string_view(at + wire::kHeaderBytes + header_.metadata_bytes, header_.table_bytes), header_, limits_);
-      } catch (const Error& e) {
-        return close_now(Status(ErrorCode::data_loss, e.message()), true);
-      }
-      inbox_start_ += frame_start;
-
-      std::vector<asio::mutable_buffer> unread;
-      for (Tensor& t : incoming_.tensors) {
-        auto* data = static_cast<char*>(t.raw_data());
-        const std::size_t from_inbox = std::min(t.nbytes(), buffered());
-        std::memcpy(data, inbox_.data() + inbox_start_, from_inbox);
-        inbox_start_ += from_inbox;
-        if (from_inbox < t.nbytes()) unread.emplace_back(data + from_inbox, t.nbytes() - from_inbox);
-      }
-      if (!unread.empty()) {  // the inbox is empty now
-        asio::async_read(socket_, unread,
-                         asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                           if (ec) return self->close_on_read_error(ec);
-                           self->deliver();
-                           self->parse_frames();
-                         }));
-        return;
-      }
-      deliver();
-    }
-  }
-
-  void deliver() {
-    HeldWrites replies;  // what the handlers send leaves when they are done, together
-    wire::Frame frame = std::move(incoming_);
-    if (frame.type == wire::MessageType::reply) {
-      ReplyCallback done;
-      {
-        std::lock_guard lock(mutex_);
-        auto it = pending_.find(frame.request_id);
-        if (it != pending_.end()) {
-          done = std::move(it->second.done);
-          pending_.erase(it);
-        }
-      }
-      if (done) done(Status{}, std::move(frame));  // a late reply to an expired request is dropped
-    } else if (on_frame_) {
-      on_frame_(shared_from_this(), std::move(frame));
-    }
-  }
-
-  void close_on_read_error(const boost::system::error_code& ec) {
-    if (ec == asio::error::eof || ec == asio::error::connection_reset)
-      close_now(Status(ErrorCode::unavailable, "connection closed by the peer"));
-    else
-      close_now(Status(ErrorCode::unavailable, "read failed: " + ec.message()));
-  }
-
-  void arm_timer() {
-    timer_.expires_after(std::chrono::milliseconds(50));
-    timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-      if (ec || !self->is_open()) return;
-      self->expire_requests();
-      self->arm_timer();
-    });
-  }
-
-  void expire_requests() {
-    std::vector<ReplyCallback> expired;
-    {
-      std::lock_guard lock(mutex_);
-      const auto now = Clock::now();
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        if (it->second.deadline <= now) {
-          expired.push_back(std::move(it->second.done));
-          it = pending_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    for (auto& done : expired)
-      done(Status(ErrorCode::deadline_exceeded, "no reply from " + description_ + " in time"), {});
-  }
-
-  void close_now(const Status& reason, bool log = false) {
-    std::map<std::uint64_t, Pending> pending;
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_) return;
-      closed_ = true;
-      close_reason_ = Status(reason.code() == ErrorCode::data_loss ? ErrorCode::unavailable : reason.code(),
-                             "connection to " + description_ + " lost: " + reason.message());
-      pending.swap(pending_);
-      queue_.clear();
-    }
-    if (log) std::fprintf(stderr, "[psflow] closing connection with %s: %s\n", description_.c_str(), reason.message().c_str());
-    boost::system::error_code ignored;
-    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
-    timer_.cancel();
-    for (auto& [id, p] : pending) p.done(close_reason_, {});
-    if (on_close_) on_close_(shared_from_this(), close_reason_);
-    on_frame_ = nullptr;
-    on_close_ = nullptr;
-  }
+  // Every 50 ms: fail the requests past their deadline.
+  void arm_timer();
+  void expire_requests();
+  // Closes at once (strand); `log` says why on standard error.
+  void close_now(const Status& reason, bool log = false);
 
   asio::ip::tcp::socket socket_;
   asio::strand<asio::any_io_executor> strand_;
@@ -433,5 +164,338 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::map<std::uint64_t, Pending> pending_;
   std::atomic<std::uint64_t> next_request_id_{1};
 };
+
+// ---------------------------------------------------------------------------------------------
+
+inline Connection::Connection(asio::ip::tcp::socket socket, wire::WireLimits limits,
+                              std::string description)
+    : socket_(std::move(socket)),
+      strand_(asio::make_strand(socket_.get_executor())),
+      timer_(strand_),
+      limits_(limits),
+      description_(std::move(description)) {
+  boost::system::error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+}
+
+inline void Connection::start(FrameHandler on_frame, CloseHandler on_close) {
+  on_frame_ = std::move(on_frame);
+  on_close_ = std::move(on_close);
+  asio::dispatch(strand_, [self = shared_from_this()] {
+    self->parse_frames();
+    self->arm_timer();
+  });
+}
+
+inline void Connection::send(wire::Frame frame) {
+  auto out = std::make_shared<Outgoing>(std::move(frame));
+  HeldWrites* held = HeldWrites::active();
+  {
+    // Held while writing, so close_now cannot close the socket under us.
+    std::lock_guard lock(mutex_);
+    if (closed_) return;
+    queue_.push_back(std::move(out));
+    if (writing_) return;  // whoever is writing takes this frame too
+    writing_ = true;
+    if (held) return held->hold(shared_from_this());
+    if (write_queue_without_blocking()) {
+      writing_ = false;
+      return;
+    }
+  }
+  asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
+}
+
+inline Connection::HeldWrites::HeldWrites() : previous_(current_) { current_ = this; }
+
+inline Connection::HeldWrites::~HeldWrites() {
+  current_ = previous_;
+  for (const auto& connection : connections_) connection->write_held();
+}
+
+inline void Connection::HeldWrites::hold(std::shared_ptr<Connection> connection) {
+  connections_.push_back(std::move(connection));
+}
+
+inline void Connection::call(wire::Frame request, ReplyCallback done,
+                             std::chrono::milliseconds timeout) {
+  const std::uint64_t id = next_request_id_.fetch_add(1);
+  request.request_id = id;
+  Status failed;
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) {
+      failed = close_reason_;
+    } else {
+      const auto deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+      pending_.emplace(id, Pending{std::move(done), deadline});
+    }
+  }
+  if (!failed.ok()) return done(failed, {});  // outside the lock: done may call back in
+  send(std::move(request));
+}
+
+inline void Connection::close(const Status& reason) {
+  asio::dispatch(strand_, [self = shared_from_this(), reason] { self->close_now(reason); });
+}
+
+inline bool Connection::is_open() const {
+  std::lock_guard lock(mutex_);
+  return !closed_;
+}
+
+inline std::string Connection::peer_task() const {
+  std::lock_guard lock(mutex_);
+  return peer_task_;
+}
+
+inline void Connection::set_peer_task(std::string task) {
+  std::lock_guard lock(mutex_);
+  peer_task_ = std::move(task);
+}
+
+inline Connection::Outgoing::Outgoing(wire::Frame f) : frame(std::move(f)) {
+  table = wire::encode_tensor_table(frame.tensors);
+  wire::FrameHeader h;
+  h.type = frame.type;
+  h.request_id = frame.request_id;
+  h.metadata_bytes = static_cast<std::uint32_t>(frame.metadata.size());
+  h.table_bytes = static_cast<std::uint32_t>(table.size());
+  h.tensor_count = static_cast<std::uint32_t>(frame.tensors.size());
+  for (const Tensor& t : frame.tensors) h.payload_bytes += t.nbytes();
+  wire::encode_header(h, header.data());
+  total_bytes = header.size() + frame.metadata.size() + table.size() + h.payload_bytes;
+}
+
+template <class Visit>
+bool Connection::Outgoing::for_each_unsent(Visit&& visit) const {
+  std::size_t skip = bytes_sent;
+  auto piece = [&](const void* data, std::size_t size) {
+    if (skip >= size) {
+      skip -= size;
+      return true;
+    }
+    const bool more = visit(static_cast<const char*>(data) + skip, size - skip);
+    skip = 0;
+    return more;
+  };
+  if (!piece(header.data(), header.size()) ||
+      !piece(frame.metadata.data(), frame.metadata.size()) || !piece(table.data(), table.size()))
+    return false;
+  for (const Tensor& t : frame.tensors)
+    if (!piece(t.raw_data(), t.nbytes())) return false;
+  return true;
+}
+
+inline void Connection::write_queued() {
+  std::vector<std::shared_ptr<Outgoing>> batch;
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_ || queue_.empty()) {
+      writing_ = false;
+      return;
+    }
+    batch.assign(queue_.begin(), queue_.end());
+    queue_.clear();
+  }
+  std::vector<asio::const_buffer> buffers;
+  for (const auto& out : batch)
+    out->for_each_unsent([&](const char* data, std::size_t size) {
+      buffers.emplace_back(data, size);
+      return true;
+    });
+  asio::async_write(
+      socket_, buffers,
+      asio::bind_executor(strand_, [self = shared_from_this(), batch = std::move(batch)](
+                                       const boost::system::error_code& ec, std::size_t) {
+        if (ec) {
+          self->close_now(Status(ErrorCode::unavailable, "write failed: " + ec.message()));
+          return;
+        }
+        self->write_queued();
+      }));
+}
+
+inline bool Connection::write_queue_without_blocking() {
+  std::array<iovec, 64> iov{};  // the rest, if more, goes out on the next write
+  std::size_t count = 0;
+  for (const auto& out : queue_) {
+    const bool room = out->for_each_unsent([&](const char* data, std::size_t size) {
+      iov[count++] = iovec{const_cast<char*>(data), size};
+      return count < iov.size();
+    });
+    if (!room) break;
+  }
+  msghdr message{};
+  message.msg_iov = iov.data();
+  message.msg_iovlen = count;
+  const ssize_t written = ::sendmsg(socket_.native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+  std::size_t left = written > 0 ? static_cast<std::size_t>(written) : 0;
+  while (!queue_.empty()) {
+    Outgoing& front = *queue_.front();
+    const std::size_t take = std::min(left, front.total_bytes - front.bytes_sent);
+    front.bytes_sent += take;
+    left -= take;
+    if (front.bytes_sent < front.total_bytes) break;
+    queue_.pop_front();
+  }
+  return queue_.empty();
+}
+
+inline void Connection::write_held() {
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) return;
+    if (write_queue_without_blocking()) {
+      writing_ = false;
+      return;
+    }
+  }
+  asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
+}
+
+inline void Connection::read_more(std::size_t frame_start_bytes) {
+  std::memmove(inbox_.data(), inbox_.data() + inbox_start_, buffered());
+  inbox_end_ -= inbox_start_;
+  inbox_start_ = 0;
+  if (buffered() == 0 && inbox_.size() > kInboxBytes) inbox_.assign(kInboxBytes, '\0');
+  // A frame's header, metadata and table must fit at once (their sizes are within the limits).
+  if (frame_start_bytes > inbox_.size()) inbox_.resize(frame_start_bytes);
+  socket_.async_read_some(
+      asio::buffer(inbox_.data() + inbox_end_, inbox_.size() - inbox_end_),
+      asio::bind_executor(
+          strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+            if (ec) return self->close_on_read_error(ec);
+            self->inbox_end_ += n;
+            self->parse_frames();
+          }));
+}
+
+inline void Connection::parse_frames() {
+  while (is_open()) {
+    if (buffered() < wire::kHeaderBytes) return read_more(wire::kHeaderBytes);
+    const char* at = inbox_.data() + inbox_start_;
+    try {
+      header_ = wire::decode_header(reinterpret_cast<const unsigned char*>(at), limits_);
+    } catch (const Error& e) {
+      return close_now(Status(ErrorCode::data_loss, e.message()), true);
+    }
+    const std::size_t frame_start =
+        wire::kHeaderBytes + header_.metadata_bytes + header_.table_bytes;
+    if (buffered() < frame_start) return read_more(frame_start);
+
+    incoming_ = wire::Frame{};
+    incoming_.type = header_.type;
+    incoming_.request_id = header_.request_id;
+    incoming_.metadata.assign(at + wire::kHeaderBytes, header_.metadata_bytes);
+    try {
+      incoming_.tensors = wire::allocate_from_table(
+          std::string_view(at + wire::kHeaderBytes + header_.metadata_bytes, header_.table_bytes),
+          header_, limits_);
+    } catch (const Error& e) {
+      return close_now(Status(ErrorCode::data_loss, e.message()), true);
+    }
+    inbox_start_ += frame_start;
+
+    std::vector<asio::mutable_buffer> unread;
+    for (Tensor& t : incoming_.tensors) {
+      auto* data = static_cast<char*>(t.raw_data());
+      const std::size_t from_inbox = std::min(t.nbytes(), buffered());
+      std::memcpy(data, inbox_.data() + inbox_start_, from_inbox);
+      inbox_start_ += from_inbox;
+      if (from_inbox < t.nbytes()) unread.emplace_back(data + from_inbox, t.nbytes() - from_inbox);
+    }
+    if (!unread.empty()) {  // the inbox is empty now
+      asio::async_read(
+          socket_, unread,
+          asio::bind_executor(strand_, [self = shared_from_this()](
+                                           const boost::system::error_code& ec, std::size_t) {
+            if (ec) return self->close_on_read_error(ec);
+            self->deliver();
+            self->parse_frames();
+          }));
+      return;
+    }
+    deliver();
+  }
+}
+
+inline void Connection::deliver() {
+  HeldWrites replies;  // what the handlers send leaves when they are done, together
+  wire::Frame frame = std::move(incoming_);
+  if (frame.type == wire::MessageType::reply) {
+    ReplyCallback done;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = pending_.find(frame.request_id);
+      if (it != pending_.end()) {
+        done = std::move(it->second.done);
+        pending_.erase(it);
+      }
+    }
+    if (done) done(Status{}, std::move(frame));  // a late reply to an expired request is dropped
+  } else if (on_frame_) {
+    on_frame_(shared_from_this(), std::move(frame));
+  }
+}
+
+inline void Connection::close_on_read_error(const boost::system::error_code& ec) {
+  if (ec == asio::error::eof || ec == asio::error::connection_reset)
+    close_now(Status(ErrorCode::unavailable, "connection closed by the peer"));
+  else
+    close_now(Status(ErrorCode::unavailable, "read failed: " + ec.message()));
+}
+
+inline void Connection::arm_timer() {
+  timer_.expires_after(std::chrono::milliseconds(50));
+  timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (ec || !self->is_open()) return;
+    self->expire_requests();
+    self->arm_timer();
+  });
+}
+
+inline void Connection::expire_requests() {
+  std::vector<ReplyCallback> expired;
+  {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.deadline <= now) {
+        expired.push_back(std::move(it->second.done));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& done : expired)
+    done(Status(ErrorCode::deadline_exceeded, "no reply from " + description_ + " in time"), {});
+}
+
+inline void Connection::close_now(const Status& reason, bool log) {
+  std::map<std::uint64_t, Pending> pending;
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) return;
+    closed_ = true;
+    close_reason_ =
+        Status(reason.code() == ErrorCode::data_loss ? ErrorCode::unavailable : reason.code(),
+               "connection to " + description_ + " lost: " + reason.message());
+    pending.swap(pending_);
+    queue_.clear();
+  }
+  if (log)
+    std::fprintf(stderr, "[psflow] closing connection with %s: %s\n", description_.c_str(),
+                 reason.message().c_str());
+  boost::system::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  timer_.cancel();
+  for (auto& [id, p] : pending) p.done(close_reason_, {});
+  if (on_close_) on_close_(shared_from_this(), close_reason_);
+  on_frame_ = nullptr;
+  on_close_ = nullptr;
+}
 
 }  // namespace psflow

@@ -7,6 +7,12 @@
 // task, so no task is left waiting, and reaches the caller typed, naming the task.
 //
 // Only the tasks the graph uses are contacted.
+//
+// Contract: run() blocks the calling thread (a user thread) until every partition of the step
+// ended; it is thread-safe, concurrent runs being separate steps. The failure path runs on
+// whichever thread saw the error first, often the server's I/O thread, so it never blocks and
+// never connects: it aborts the step over the connections open now. The session holds
+// references to the graph and the Server, which must outlive it.
 #pragma once
 
 #include <condition_variable>
@@ -29,39 +35,15 @@ namespace detail {
 
 class MasterSession : public SessionImpl {
  public:
-  MasterSession(Graph& graph, Server& server) : graph_(graph), server_(server), rng_(std::random_device{}()) {}
-  ~MasterSession() override { close(); }
+  MasterSession(Graph& graph, Server& server);
+  ~MasterSession() override;
 
   std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds,
-                          const std::vector<Operation>& targets) override {
-    validate_run_arguments(graph_, fetches, feeds, targets);
-    std::shared_ptr<StepPlan> plan = plan_for(fetches, feeds, targets);
-    std::vector<Tensor> feed_values;
-    for (const auto& [out, value] : feeds) feed_values.push_back(value);
-    try {
-      return caller_owned(run_step(*plan, std::move(feed_values)));
-    } catch (const Error& e) {
-      // A task that restarted or went away invalidates what we registered: register again next time.
-      if (e.code() == ErrorCode::aborted || e.code() == ErrorCode::unavailable) forget_plans();
-      throw;
-    }
-  }
-
+                          const std::vector<Operation>& targets) override;
   std::optional<PartitionPlan> describe(const std::vector<Output>& fetches, const FeedMap& feeds,
-                                        const std::vector<Operation>& targets) override {
-    validate_run_arguments(graph_, fetches, feeds, targets);
-    return plan_for(fetches, feeds, targets)->partition;
-  }
-
-  void close() override {
-    std::vector<std::shared_ptr<StepPlan>> plans;
-    {
-      std::lock_guard lock(mutex_);
-      for (auto& [key, plan] : plans_) plans.push_back(plan);
-      plans_.clear();
-    }
-    for (auto& plan : plans) deregister(*plan);
-  }
+                                        const std::vector<Operation>& targets) override;
+  // Deregisters the partitions registered so far (best effort).
+  void close() override;
 
  private:
   struct RemotePartition {
@@ -76,167 +58,17 @@ class MasterSession : public SessionImpl {
     std::shared_ptr<Executor> local_executor;
   };
 
-  static std::string task_of(const std::string& device) {
-    DeviceSpec spec = DeviceSpec::parse(device);
-    spec.device_type.reset();
-    spec.device_index.reset();
-    return spec.to_string();
-  }
-
+  // The plan of a (fetches, feeds, targets) signature: made, and registered with its tasks,
+  // on first use (blocking: talks to other tasks).
   std::shared_ptr<StepPlan> plan_for(const std::vector<Output>& fetches, const FeedMap& feeds,
-                                     const std::vector<Operation>& targets) {
-    const std::string key = run_signature(fetches, feeds, targets);
-    std::lock_guard lock(mutex_);  // one plan at a time: registering talks to other tasks
-    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
-
-    std::vector<TensorId> fetch_ids, feed_ids;
-    std::vector<int> target_ids;
-    for (const auto& f : fetches) fetch_ids.push_back(f.id());
-    for (const auto& [out, value] : feeds) feed_ids.push_back(out.id());
-    for (const auto& t : targets) target_ids.push_back(t.id());
-    std::vector<int> nodes = needed_nodes(graph_, fetch_ids, target_ids, feed_ids);
-    check_placeholders_fed(graph_, nodes);
-    std::vector<std::string> assigned = place_nodes(graph_, nodes, server_.cluster_devices(), server_.device_name());
-
-    auto plan = std::make_shared<StepPlan>();
-    plan->partition = partition_graph(graph_, nodes, assigned, feed_ids, fetch_ids, server_.device_name(),
-                                      [this](const std::string& device) { return server_.peer_incarnation(task_of(device)); });
-    for (const auto& [device, def] : plan->partition.graphs) {
-      if (device == server_.device_name()) {
-        plan->local_graph = std::make_shared<Graph>();
-        import_graph_def(*plan->local_graph, def);
-        plan->local_executor = server_.worker().make_executor(*plan->local_graph, plan->partition.feed_nodes,
-                                                              plan->partition.fetch_tensors);
-        continue;
-      }
-      RemotePartition remote;
-      remote.task = task_of(device);
-      wire::Frame reply = server_.call(remote.task, wire::make_frame(wire::MessageType::register_graph, wire::RegisterGraph{def}),
-                                       server_.options().rpc_timeout);
-      auto r = wire::decode<wire::Reply>(reply.metadata, "register_graph reply");
-      r.status().raise_if_error();
-      remote.handle = r.text;
-      remote.incarnation = r.incarnation;
-      plan->remotes.push_back(std::move(remote));
-    }
-    plans_.emplace(key, plan);
-    return plan;
-  }
-
-  std::vector<Tensor> run_step(const StepPlan& plan, std::vector<Tensor> feeds) {
-    struct Join {
-      std::mutex mutex;
-      std::condition_variable done;
-      std::size_t remaining = 0;
-      Status first_error;
-      std::vector<Tensor> fetches;
-      std::vector<bool> finished;  // per remote
-    };
-    auto join = std::make_shared<Join>();
-    join->remaining = plan.remotes.size() + 1;
-    join->finished.assign(plan.remotes.size(), false);
-    std::uint64_t step_id;
-    {
-      std::lock_guard lock(rng_mutex_);
-      step_id = rng_() | 1;
-    }
-
-    // First error: remember it and abort the step on every task still running it.
-    auto fail = [this, join, step_id, &plan](const Status& error) {
-      {
-        std::lock_guard lock(join->mutex);
-        if (!join->first_error.ok()) return;
-        join->first_error = error;
-      }
-      server_.worker().abort_step(step_id, error);
-      for (std::size_t i = 0; i < plan.remotes.size(); ++i) {
-        {
-          std::lock_guard lock(join->mutex);
-          if (join->finished[i]) continue;
-        }
-        try {
-          auto c = server_.connect(plan.remotes[i].task);
-          c->send(wire::make_frame(wire::MessageType::abort_step,
-                                   wire::AbortStep{step_id, static_cast<std::int32_t>(ErrorCode::aborted), error.message()}));
-        } catch (const Error&) {
-          // Unreachable: its step dies with its connection.
-        }
-      }
-    };
-    auto finish_one = [join] {
-      std::lock_guard lock(join->mutex);
-      if (--join->remaining == 0) join->done.notify_all();
-    };
-
-    for (std::size_t i = 0; i < plan.remotes.size(); ++i) {
-      const RemotePartition& remote = plan.remotes[i];
-      std::shared_ptr<Connection> connection;
-      try {
-        connection = server_.connect(remote.task);
-      } catch (const Error& e) {
-        fail(Status(e.code(), e.message()));
-        {
-          std::lock_guard lock(join->mutex);
-          join->finished[i] = true;
-        }
-        finish_one();
-        continue;
-      }
-      connection->call(
-          wire::make_frame(wire::MessageType::run_graph, wire::RunGraph{remote.handle, step_id, remote.incarnation}),
-          [join, i, task = remote.task, fail, finish_one](Status status, wire::Frame reply) {
-            if (status.ok()) {
-              try {
-                status = wire::decode<wire::Reply>(reply.metadata, "run_graph reply").status();
-              } catch (const Error& e) {
-                status = Status(e.code(), e.message());
-              }
-            }
-            {
-              std::lock_guard lock(join->mutex);
-              join->finished[i] = true;
-            }
-            if (!status.ok()) fail(status.with_context("on " + task));
-            finish_one();
-          },
-          server_.options().step_timeout);
-    }
-
-    server_.worker().run(plan.local_executor, step_id, std::move(feeds),
-                         [this, join, fail, finish_one](Status status, std::vector<Tensor> fetches) {
-                           if (!status.ok()) fail(status.with_context("on " + server_.task_name()));
-                           else {
-                             std::lock_guard lock(join->mutex);
-                             join->fetches = std::move(fetches);
-                           }
-                           finish_one();
-                         });
-
-    std::unique_lock lock(join->mutex);
-    // Bounded: remote calls end by reply, deadline or a dropped connection; the local partition
-    // ends once its receives are satisfied or aborted.
-    join->done.wait(lock, [&] { return join->remaining == 0; });
-    join->first_error.raise_if_error();
-    return std::move(join->fetches);
-  }
-
+                                     const std::vector<Operation>& targets);
+  // One step: every partition at once; the first error aborts it everywhere and is thrown.
+  std::vector<Tensor> run_step(const StepPlan& plan, std::vector<Tensor> feeds);
   // Best effort, over connections that are open now: a task we are not connected to has
   // stopped or restarted (its registered graphs went with the old process), and reconnecting
   // would hold a closing session for the whole connect timeout.
-  void deregister(const StepPlan& plan) {
-    for (const auto& remote : plan.remotes) {
-      try {
-        if (auto connection = server_.open_connection(remote.task))
-          connection->send(wire::make_frame(wire::MessageType::deregister_graph, wire::Handle{remote.handle}));
-      } catch (const Error&) {
-      }
-    }
-  }
-
-  void forget_plans() {
-    std::lock_guard lock(mutex_);
-    plans_.clear();
-  }
+  void deregister(const StepPlan& plan);
+  void forget_plans();
 
   Graph& graph_;
   Server& server_;
@@ -246,8 +78,229 @@ class MasterSession : public SessionImpl {
   std::mt19937_64 rng_;
 };
 
+// ---------------------------------------------------------------------------------------------
+
+inline MasterSession::MasterSession(Graph& graph, Server& server)
+    : graph_(graph), server_(server), rng_(std::random_device{}()) {}
+
+inline MasterSession::~MasterSession() { close(); }
+
+inline std::vector<Tensor> MasterSession::run(const std::vector<Output>& fetches,
+                                              const FeedMap& feeds,
+                                              const std::vector<Operation>& targets) {
+  validate_run_arguments(graph_, fetches, feeds, targets);
+  std::shared_ptr<StepPlan> plan = plan_for(fetches, feeds, targets);
+  std::vector<Tensor> feed_values;
+  for (const auto& [out, value] : feeds) feed_values.push_back(value);
+  try {
+    return caller_owned(run_step(*plan, std::move(feed_values)));
+  } catch (const Error& e) {
+    // A task that restarted or went away invalidates what we registered: register again next
+    // time.
+    if (e.code() == ErrorCode::aborted || e.code() == ErrorCode::unavailable) forget_plans();
+    throw;
+  }
+}
+
+inline std::optional<PartitionPlan> MasterSession::describe(const std::vector<Output>& fetches,
+                                                            const FeedMap& feeds,
+                                                            const std::vector<Operation>& targets) {
+  validate_run_arguments(graph_, fetches, feeds, targets);
+  return plan_for(fetches, feeds, targets)->partition;
+}
+
+inline void MasterSession::close() {
+  std::vector<std::shared_ptr<StepPlan>> plans;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [key, plan] : plans_) plans.push_back(plan);
+    plans_.clear();
+  }
+  for (auto& plan : plans) deregister(*plan);
+}
+
+inline std::shared_ptr<MasterSession::StepPlan> MasterSession::plan_for(
+    const std::vector<Output>& fetches, const FeedMap& feeds,
+    const std::vector<Operation>& targets) {
+  const std::string key = run_signature(fetches, feeds, targets);
+  std::lock_guard lock(mutex_);  // one plan at a time: registering talks to other tasks
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+
+  std::vector<TensorId> fetch_ids, feed_ids;
+  std::vector<int> target_ids;
+  for (const auto& f : fetches) fetch_ids.push_back(f.id());
+  for (const auto& [out, value] : feeds) feed_ids.push_back(out.id());
+  for (const auto& t : targets) target_ids.push_back(t.id());
+  std::vector<int> nodes = needed_nodes(graph_, fetch_ids, target_ids, feed_ids);
+  check_placeholders_fed(graph_, nodes);
+  std::vector<std::string> assigned =
+      place_nodes(graph_, nodes, server_.cluster_devices(), server_.device_name());
+
+  auto plan = std::make_shared<StepPlan>();
+  plan->partition = partition_graph(graph_, nodes, assigned, feed_ids, fetch_ids,
+                                    server_.device_name(), [this](const std::string& device) {
+                                      return server_.peer_incarnation(task_of_device(device));
+                                    });
+  for (const auto& [device, def] : plan->partition.graphs) {
+    if (device == server_.device_name()) {
+      plan->local_graph = std::make_shared<Graph>();
+      import_graph_def(*plan->local_graph, def);
+      plan->local_executor = server_.worker().make_executor(
+          *plan->local_graph, plan->partition.feed_nodes, plan->partition.fetch_tensors);
+      continue;
+    }
+    RemotePartition remote;
+    remote.task = task_of_device(device);
+    wire::Frame reply = server_.call(
+        remote.task, wire::make_frame(wire::MessageType::register_graph, wire::RegisterGraph{def}),
+        server_.options().rpc_timeout);
+    auto r = wire::decode<wire::Reply>(reply.metadata, "register_graph reply");
+    r.status().raise_if_error();
+    remote.handle = r.text;
+    remote.incarnation = r.incarnation;
+    plan->remotes.push_back(std::move(remote));
+  }
+  plans_.emplace(key, plan);
+  return plan;
+}
+
+inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan,
+                                                   std::vector<Tensor> feeds) {
+  struct Join {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::size_t remaining = 0;
+    Status first_error;
+    std::vector<Tensor> fetches;
+    std::vector<bool> finished;  // per remote
+  };
+  auto join = std::make_shared<Join>();
+  join->remaining = plan.remotes.size() + 1;
+  join->finished.assign(plan.remotes.size(), false);
+  std::uint64_t step_id;
+  {
+    std::lock_guard lock(rng_mutex_);
+    step_id = rng_() | 1;
+  }
+
+  // First error: remember it and abort the step on every task still running it. This runs on
+  // whichever thread saw the error: the I/O thread for a failed reply or a dropped connection,
+  // so it must not block. It uses only connections open now, never connects: a remote without
+  // one either lost it (that task aborts the steps of a closed connection itself) or was not
+  // sent the step yet (the loop below checks for a first error before sending).
+  auto fail = [this, join, step_id, &plan](const Status& error) {
+    {
+      std::lock_guard lock(join->mutex);
+      if (!join->first_error.ok()) return;
+      join->first_error = error;
+    }
+    server_.worker().abort_step(step_id, error);
+    for (std::size_t i = 0; i < plan.remotes.size(); ++i) {
+      {
+        std::lock_guard lock(join->mutex);
+        if (join->finished[i]) continue;
+      }
+      if (auto c = server_.open_connection(plan.remotes[i].task))
+        c->send(
+            wire::make_frame(wire::MessageType::abort_step,
+                             wire::AbortStep{step_id, static_cast<std::int32_t>(ErrorCode::aborted),
+                                             error.message()}));
+    }
+  };
+  auto finish_one = [join] {
+    std::lock_guard lock(join->mutex);
+    if (--join->remaining == 0) join->done.notify_all();
+  };
+  // Marks remote i done without a reply (never sent, or the step failed before).
+  auto skip = [join, finish_one](std::size_t i) {
+    {
+      std::lock_guard lock(join->mutex);
+      join->finished[i] = true;
+    }
+    finish_one();
+  };
+
+  for (std::size_t i = 0; i < plan.remotes.size(); ++i) {
+    const RemotePartition& remote = plan.remotes[i];
+    std::shared_ptr<Connection> connection;
+    try {
+      connection = server_.connect(remote.task);
+    } catch (const Error& e) {
+      fail(Status(e.code(), e.message()));
+      skip(i);
+      continue;
+    }
+    bool failed_already;
+    {
+      // After connect: from here on, a failure finds this connection open and aborts the step
+      // on this task even if it fails before the request below is sent.
+      std::lock_guard lock(join->mutex);
+      failed_already = !join->first_error.ok();
+    }
+    if (failed_already) {
+      skip(i);
+      continue;
+    }
+    connection->call(
+        wire::make_frame(wire::MessageType::run_graph,
+                         wire::RunGraph{remote.handle, step_id, remote.incarnation}),
+        [join, i, task = remote.task, fail, finish_one](Status status, wire::Frame reply) {
+          if (status.ok()) {
+            try {
+              status = wire::decode<wire::Reply>(reply.metadata, "run_graph reply").status();
+            } catch (const Error& e) {
+              status = Status(e.code(), e.message());
+            }
+          }
+          {
+            std::lock_guard lock(join->mutex);
+            join->finished[i] = true;
+          }
+          if (!status.ok()) fail(status.with_context("on " + task));
+          finish_one();
+        },
+        server_.options().step_timeout);
+  }
+
+  server_.worker().run(plan.local_executor, step_id, std::move(feeds),
+                       [this, join, fail, finish_one](Status status, std::vector<Tensor> fetches) {
+                         if (!status.ok()) {
+                           fail(status.with_context("on " + server_.task_name()));
+                         } else {
+                           std::lock_guard lock(join->mutex);
+                           join->fetches = std::move(fetches);
+                         }
+                         finish_one();
+                       });
+
+  std::unique_lock lock(join->mutex);
+  // Bounded: remote calls end by reply, deadline or a dropped connection; the local partition
+  // ends once its receives are satisfied or aborted.
+  join->done.wait(lock, [&] { return join->remaining == 0; });
+  join->first_error.raise_if_error();
+  return std::move(join->fetches);
+}
+
+inline void MasterSession::deregister(const StepPlan& plan) {
+  for (const auto& remote : plan.remotes) {
+    try {
+      if (auto connection = server_.open_connection(remote.task))
+        connection->send(
+            wire::make_frame(wire::MessageType::deregister_graph, wire::Handle{remote.handle}));
+    } catch (const Error&) {
+    }
+  }
+}
+
+inline void MasterSession::forget_plans() {
+  std::lock_guard lock(mutex_);
+  plans_.clear();
+}
+
 inline const bool master_session_registered = register_session_factory(
-    "psflow://", [](Graph& graph, std::string_view target, const SessionOptions&) -> std::unique_ptr<SessionImpl> {
+    "psflow://",
+    [](Graph& graph, std::string_view target,
+       const SessionOptions&) -> std::unique_ptr<SessionImpl> {
       Server* server = Server::find_local(target);
       if (!server)
         throw InvalidArgument("no Server in this process serves '" + std::string(target) +

@@ -91,4 +91,11 @@ Frame make_frame(MessageType type, const Message& message, std::vector<Tensor> t
   return Frame{type, 0, encode(message), std::move(tensors)};
 }
 
+// The reply to request `request_id`.
+inline Frame make_reply(std::uint64_t request_id, const Reply& reply) {
+  Frame frame = make_frame(MessageType::reply, reply);
+  frame.request_id = request_id;
+  return frame;
+}
+
 }  // namespace psflow::wire

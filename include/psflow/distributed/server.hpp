@@ -6,13 +6,21 @@
 // its process can exit 0 at the end of training; every wait on a peer has a deadline, and
 // while waiting for a peer that is not up yet the server says whom it waits for.
 //
-// Thread-safe. The constructor starts serving; the destructor stops and joins.
+// Thread-safe. The constructor starts serving (one I/O thread runs every connection); the
+// destructor stops and joins. The blocking calls (connect, call, peer_incarnation, stop_task,
+// stop_job, join) are for user threads: on the server's own I/O thread they would wait for
+// that very thread, so there they throw Internal instead. Callbacks use connect_async and
+// open_connection. The pieces behind it, in psflow::detail: Listener (the listening socket),
+// PeerCache (connections to other tasks), FrameDispatcher (what arriving frames do) and the
+// stop protocol.
 #pragma once
 
 #include <atomic>
+#include <boost/asio.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -20,49 +28,37 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include <boost/asio.hpp>
-
+#include "psflow/core/device_spec.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
 #include "psflow/distributed/connection.hpp"
+#include "psflow/distributed/frame_dispatcher.hpp"
+#include "psflow/distributed/listener.hpp"
 #include "psflow/distributed/messages.hpp"
+#include "psflow/distributed/peer_cache.hpp"
+#include "psflow/distributed/server_options.hpp"
+#include "psflow/distributed/stop_protocol.hpp"
 #include "psflow/distributed/worker_service.hpp"
 #include "psflow/runtime/device.hpp"
 #include "psflow/runtime/thread_pool.hpp"
 
 namespace psflow {
 
-struct ServerOptions {
-  // How long to keep trying to reach a task that is not up yet before Unavailable.
-  std::chrono::milliseconds connect_timeout{30000};
-  // How often to say whom we are waiting for, while waiting.
-  std::chrono::milliseconds wait_log_interval{5000};
-  // Deadline of control requests (registering a partition, stopping a task).
-  std::chrono::milliseconds rpc_timeout{60000};
-  // Deadline of one distributed step; zero means none (a dead peer is still detected at once
-  // when its connection drops).
-  std::chrono::milliseconds step_timeout{0};
-  wire::WireLimits limits;
-  // Threads running expensive ops: 0 = one per core (shared).
-  std::size_t inter_op_threads = 0;
-  // Log connection events and waits to standard error.
-  bool log = true;
-  // Also log what this task does for others: partitions registered, steps run, tensors sent.
-  bool explain = false;
-};
-
 class Server {
  public:
-  Server(const ClusterSpec& cluster, std::string_view job_name, std::size_t task_index, ServerOptions options = {});
+  Server(const ClusterSpec& cluster, std::string_view job_name, std::size_t task_index,
+         ServerOptions options = {});
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   ~Server();
 
   // What Session(graph, target) connects to: "psflow://host:port" (the real port when the
   // cluster gave port 0).
-  std::string target() const { return "psflow://" + host_ + ":" + std::to_string(port_); }
+  std::string target() const;
   // Blocks until stop() is called here or another task asks this one to stop.
   void join();
   void stop();
@@ -73,7 +69,8 @@ class Server {
   bool stop_task(std::string_view job, std::size_t task_index,
                  std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
   // stop_task for every task of `job` (except this one); returns how many acknowledged.
-  std::size_t stop_job(std::string_view job, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+  std::size_t stop_job(std::string_view job,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
   const ClusterSpec& cluster() const noexcept { return cluster_; }
   const std::string& job_name() const noexcept { return job_; }
@@ -90,17 +87,19 @@ class Server {
   ThreadPool* pool() noexcept { return pool_; }
 
   // The live connection to `task` (connecting, with retries, up to connect_timeout). Blocking:
-  // for user threads only. Throws Unavailable naming the task and its address.
+  // for user threads only (Internal on the I/O thread). Throws Unavailable naming the task and
+  // its address.
   std::shared_ptr<Connection> connect(const std::string& task);
-  // Non-blocking form: `done` runs on an I/O thread.
-  // `patience`: how long to keep trying (zero: connect_timeout).
-  void connect_async(const std::string& task, std::function<void(Status, std::shared_ptr<Connection>)> done,
+  // Non-blocking form: `done` runs on the I/O thread, or at once on this thread when the
+  // connection is open already. `patience`: how long to keep trying (zero: connect_timeout).
+  void connect_async(const std::string& task,
+                     std::function<void(Status, std::shared_ptr<Connection>)> done,
                      std::chrono::milliseconds patience = {});
-  // The open connection to `task` if there is one now, else null; never connects.
+  // The open connection to `task` if there is one now, else null; never connects, never blocks.
   std::shared_ptr<Connection> open_connection(const std::string& task);
-  // The incarnation `task` reported when we connected (connecting if needed).
+  // The incarnation `task` reported when we connected (connecting if needed: blocking).
   std::uint64_t peer_incarnation(const std::string& task);
-  // A request to `task` and its reply, blocking up to rpc_timeout. Throws the typed error.
+  // A request to `task` and its reply, blocking up to `timeout`. Throws the typed error.
   wire::Frame call(const std::string& task, wire::Frame request, std::chrono::milliseconds timeout);
   // Forgets a peer's connection (e.g. after it restarted) so the next use reconnects.
   void drop_connection(const std::string& task);
@@ -109,43 +108,23 @@ class Server {
   static Server* find_local(std::string_view target);
   std::string address_of(const std::string& task) const;
 
-  void log(const std::string& line) const {
-    if (options_.log) std::fprintf(stderr, "[psflow %s] %s\n", task_name_.c_str(), line.c_str());
-  }
+  void log(const std::string& line) const;
 
  private:
-  struct Peer {
-    std::shared_ptr<Connection> connection;
-    std::uint64_t incarnation = 0;
-    bool connecting = false;
-    std::vector<std::function<void(Status, std::shared_ptr<Connection>)>> waiters;
+  // Every Server of this process, by target (for Session's "psflow://" targets).
+  struct Registry {
+    std::mutex mutex;
+    std::map<std::string, Server*> servers;
   };
+  static Registry& registry();
 
-  static std::mutex& registry_mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::map<std::string, Server*>& registry() {
-    static std::map<std::string, Server*> servers;
-    return servers;
-  }
-
-  void accept_next();
-  void adopt(std::shared_ptr<Connection> connection);
-  void handle_frame(const std::shared_ptr<Connection>& connection, wire::Frame frame);
+  // Starts reading `connection` (incoming or outgoing); closes it when the server stopped.
+  void adopt(const std::shared_ptr<Connection>& connection);
   void handle_close(const std::shared_ptr<Connection>& connection, const Status& reason);
-  void reply(const std::shared_ptr<Connection>& connection, std::uint64_t request_id, const wire::Reply& r) {
-    wire::Frame f = wire::make_frame(wire::MessageType::reply, r);
-    f.request_id = request_id;
-    connection->send(std::move(f));
-  }
-  void send_tensor(const std::string& dst_device, std::uint64_t step_id, const std::string& key, Tensor value);
-  void try_connect(const std::string& task, std::chrono::steady_clock::time_point started,
-                   std::chrono::steady_clock::time_point deadline, std::chrono::steady_clock::time_point last_log,
-                   int attempt);
-  void finish_connect(const std::string& task, Status status, std::shared_ptr<Connection> connection,
-                      std::uint64_t incarnation);
-  static std::string task_of_device(const std::string& device);
+  void send_tensor(const std::string& dst_device, std::uint64_t step_id, const std::string& key,
+                   Tensor value);
+  // Throws Internal when called on this server's I/O thread: `what` would wait for it.
+  void refuse_on_io_thread(std::string_view what) const;
 
   const ClusterSpec cluster_;
   const std::string job_;
@@ -153,46 +132,44 @@ class Server {
   const ServerOptions options_;
   const std::uint64_t incarnation_;
   const std::string task_name_;
-  std::string host_;
-  unsigned short port_ = 0;
 
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
-  asio::ip::tcp::acceptor acceptor_;
+  detail::Listener listener_;
   std::unique_ptr<ThreadPool> own_pool_;
   ThreadPool* pool_ = nullptr;
   Device device_;
+  detail::PeerCache peers_;
   std::unique_ptr<WorkerService> worker_;
+  std::unique_ptr<detail::FrameDispatcher> dispatcher_;
 
   mutable std::mutex mutex_;
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
-  std::map<std::string, Peer> peers_;                 // by task name
   std::set<std::shared_ptr<Connection>> connections_;  // every open connection
-  std::map<Connection*, std::set<std::uint64_t>> steps_by_connection_;  // running remote steps
+  std::atomic<std::thread::id> io_thread_id_{};
   std::thread io_thread_;
 };
 
+namespace detail {
+
+// A random nonzero number naming one run of a task's process.
+std::uint64_t random_incarnation();
+
+}  // namespace detail
+
 // ---------------------------------------------------------------------------------------------
 
-inline std::string seconds_string(std::chrono::steady_clock::duration d) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
-  return text;
-}
-
-inline std::uint64_t random_incarnation() {
+inline std::uint64_t detail::random_incarnation() {
   std::random_device rd;
   std::uint64_t v = 0;
   while (v == 0) v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   return v;
 }
 
-inline std::string Server::task_of_device(const std::string& device) {
-  DeviceSpec spec = DeviceSpec::parse(device);
-  spec.device_type.reset();
-  spec.device_index.reset();
-  return spec.to_string();
+inline Server::Registry& Server::registry() {
+  static Registry servers;
+  return servers;
 }
 
 inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std::size_t task_index,
@@ -201,30 +178,16 @@ inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std
       job_(job_name),
       task_index_(task_index),
       options_(options),
-      incarnation_(random_incarnation()),
-      task_name_("/job:" + job_ + "/replica:0/task:" + std::to_string(task_index)),
+      incarnation_(detail::random_incarnation()),
+      task_name_(detail::full_task_name(job_, task_index)),
       work_(asio::make_work_guard(io_)),
-      acceptor_(io_),
-      device_(task_name_ + "/device:CPU:0") {
-  const std::string address = cluster_.task_address(job_, task_index_);  // throws NotFound
-  const auto colon = address.rfind(':');
-  host_ = address.substr(0, colon);
-  const auto port = static_cast<unsigned short>(std::stoi(address.substr(colon + 1)));
-  boost::system::error_code ec;
-  asio::ip::tcp::resolver resolver(io_);
-  auto endpoints = resolver.resolve(host_, std::to_string(port), ec);
-  if (ec || endpoints.empty())
-    throw InvalidArgument("cannot resolve " + address + " (task " + task_name_ + "): " + ec.message());
-  const asio::ip::tcp::endpoint endpoint = *endpoints.begin();
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec)
-    throw AlreadyExists("cannot listen on " + address + " for task " + task_name_ + ": " + ec.message() +
-                        " (is another process using that port? pick a free one in the cluster spec)");
-  port_ = acceptor_.local_endpoint().port();
-
+      listener_(io_, cluster_.task_address(job_, task_index_), task_name_),  // throws NotFound
+      device_(task_name_ + "/device:CPU:0"),
+      peers_(
+          io_, options_, task_name_, incarnation_,
+          [this](const std::string& task) { return address_of(task); },
+          [this](const std::shared_ptr<Connection>& c) { adopt(c); },
+          [this](const std::string& line) { log(line); }) {
   if (options_.inter_op_threads == 0) {
     pool_ = &ThreadPool::shared();
   } else if (options_.inter_op_threads > 1) {
@@ -232,42 +195,61 @@ inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std
     pool_ = own_pool_.get();
   }
   worker_ = std::make_unique<WorkerService>(
-      device_, pool_, [this](const std::string& dst, std::uint64_t step, const std::string& key, Tensor value) {
+      device_, pool_,
+      [this](const std::string& dst, std::uint64_t step, const std::string& key, Tensor value) {
         send_tensor(dst, step, key, std::move(value));
       });
+  dispatcher_ = std::make_unique<detail::FrameDispatcher>(
+      io_, *worker_, peers_, task_name_, incarnation_, options_.explain,
+      [this](const std::string& line) { log(line); }, [this] { stop(); });
   {
-    std::lock_guard lock(registry_mutex());
-    registry()[target()] = this;
+    std::lock_guard lock(registry().mutex);
+    registry().servers[target()] = this;
   }
-  accept_next();
-  io_thread_ = std::thread([this] { io_.run(); });
-  log("serving on " + host_ + ":" + std::to_string(port_) + " (incarnation " + std::to_string(incarnation_) + ")");
+  listener_.start([this](asio::ip::tcp::socket socket, std::string description) {
+    adopt(std::make_shared<Connection>(std::move(socket), options_.limits, std::move(description)));
+  });
+  io_thread_ = std::thread([this] {
+    io_thread_id_.store(std::this_thread::get_id());
+    io_.run();
+  });
+  log("serving on " + listener_.host() + ":" + std::to_string(listener_.port()) + " (incarnation " +
+      std::to_string(incarnation_) + ")");
 }
 
 inline Server::~Server() {
   {
-    std::lock_guard lock(registry_mutex());
-    registry().erase(target());
+    std::lock_guard lock(registry().mutex);
+    registry().servers.erase(target());
   }
   stop();
-  worker_->abort_all_and_wait(Status(ErrorCode::aborted, "task " + task_name_ + " is shutting down"),
-                              std::chrono::seconds(10));
+  worker_->abort_all_and_wait(
+      Status(ErrorCode::aborted, "task " + task_name_ + " is shutting down"),
+      std::chrono::seconds(10));
   work_.reset();
   io_.stop();
   if (io_thread_.joinable()) io_thread_.join();
 }
 
+inline std::string Server::target() const {
+  return "psflow://" + listener_.host() + ":" + std::to_string(listener_.port());
+}
+
+inline void Server::log(const std::string& line) const {
+  if (options_.log) std::fprintf(stderr, "[psflow %s] %s\n", task_name_.c_str(), line.c_str());
+}
+
 inline Server* Server::find_local(std::string_view target) {
-  std::lock_guard lock(registry_mutex());
-  auto it = registry().find(std::string(target));
-  return it == registry().end() ? nullptr : it->second;
+  std::lock_guard lock(registry().mutex);
+  auto it = registry().servers.find(std::string(target));
+  return it == registry().servers.end() ? nullptr : it->second;
 }
 
 inline std::vector<std::string> Server::cluster_devices() const {
   std::vector<std::string> out;
   for (const auto& job : cluster_.jobs())
     for (std::size_t t = 0; t < cluster_.num_tasks(job); ++t)
-      out.push_back("/job:" + job + "/replica:0/task:" + std::to_string(t) + "/device:CPU:0");
+      out.push_back(detail::full_task_name(job, t) + "/device:CPU:0");
   return out;
 }
 
@@ -277,7 +259,15 @@ inline std::string Server::address_of(const std::string& task) const {
   return cluster_.task_address(*spec.job, static_cast<std::size_t>(*spec.task));
 }
 
+inline void Server::refuse_on_io_thread(std::string_view what) const {
+  if (std::this_thread::get_id() != io_thread_id_.load()) return;
+  throw Internal("Server::" + std::string(what) + " called on the I/O thread of " + task_name_ +
+                 ": it would wait for that very thread and never return; a callback must use "
+                 "connect_async or open_connection instead");
+}
+
 inline void Server::join() {
+  refuse_on_io_thread("join");
   std::unique_lock lock(mutex_);
   stopped_cv_.wait(lock, [this] { return stopped_; });
 }
@@ -295,28 +285,15 @@ inline void Server::stop() {
     stopped_ = true;
     connections = connections_;
   }
-  asio::post(io_, [this] {
-    boost::system::error_code ignored;
-    acceptor_.close(ignored);
-  });
-  for (auto& c : connections) c->close(Status(ErrorCode::aborted, "task " + task_name_ + " stopped"));
+  peers_.stop();
+  listener_.close();
+  for (auto& c : connections)
+    c->close(Status(ErrorCode::aborted, "task " + task_name_ + " stopped"));
   stopped_cv_.notify_all();
   log("stopped");
 }
 
-inline void Server::accept_next() {
-  acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
-    if (ec) return;  // acceptor closed
-    boost::system::error_code ignored;
-    auto remote = socket.remote_endpoint(ignored);
-    auto connection = std::make_shared<Connection>(std::move(socket), options_.limits,
-                                                   "client " + remote.address().to_string() + ":" + std::to_string(remote.port()));
-    adopt(connection);
-    accept_next();
-  });
-}
-
-inline void Server::adopt(std::shared_ptr<Connection> connection) {
+inline void Server::adopt(const std::shared_ptr<Connection>& connection) {
   {
     std::lock_guard lock(mutex_);
     if (stopped_) {
@@ -325,343 +302,96 @@ inline void Server::adopt(std::shared_ptr<Connection> connection) {
     }
     connections_.insert(connection);
   }
-  connection->start([this](const auto& c, wire::Frame f) { handle_frame(c, std::move(f)); },
+  connection->start([this](const auto& c, wire::Frame f) { dispatcher_->handle(c, std::move(f)); },
                     [this](const auto& c, const Status& reason) { handle_close(c, reason); });
 }
 
-inline void Server::handle_close(const std::shared_ptr<Connection>& connection, const Status& reason) {
-  std::set<std::uint64_t> orphaned;
+inline void Server::handle_close(const std::shared_ptr<Connection>& connection,
+                                 const Status& reason) {
   {
     std::lock_guard lock(mutex_);
     connections_.erase(connection);
-    if (auto it = steps_by_connection_.find(connection.get()); it != steps_by_connection_.end()) {
-      orphaned = std::move(it->second);
-      steps_by_connection_.erase(it);
-    }
-    for (auto& [task, peer] : peers_)
-      if (peer.connection == connection) peer.connection.reset();
   }
-  // Steps a vanished master started here can never finish normally: fail them.
-  for (auto step : orphaned) worker_->abort_step(step, reason);
+  peers_.forget(connection);
+  dispatcher_->connection_closed(connection, reason);
 }
 
-inline void Server::handle_frame(const std::shared_ptr<Connection>& connection, wire::Frame frame) {
-  using wire::MessageType;
-  try {
-    switch (frame.type) {
-      case MessageType::hello: {
-        auto hello = wire::decode<wire::Hello>(frame.metadata, "hello");
-        connection->set_peer_task(hello.task);
-        {
-          std::lock_guard lock(mutex_);
-          auto& peer = peers_[hello.task];
-          if (!peer.connection || !peer.connection->is_open()) {
-            peer.connection = connection;
-            peer.incarnation = hello.incarnation;
-          }
-        }
-        wire::Reply r{0, task_name_, incarnation_};
-        reply(connection, frame.request_id, r);
-        return;
-      }
-      case MessageType::ping:
-        reply(connection, frame.request_id, wire::Reply{0, task_name_, incarnation_});
-        return;
-      case MessageType::register_graph: {
-        auto request = wire::decode<wire::RegisterGraph>(frame.metadata, "register_graph");
-        wire::Reply r;
-        if (options_.explain) {
-          std::string ops;
-          for (const auto& n : request.graph.nodes) ops += (ops.empty() ? "" : ", ") + n.name + " (" + n.op + ")";
-          log("explain: " + connection->peer_task() + " registered a partition to run here: " + ops);
-        }
-        try {
-          r.text = worker_->register_graph(request.graph);
-        } catch (...) {
-          r = wire::Reply::from(Status::from_current_exception().with_context("registering a partition on " + task_name_));
-        }
-        r.incarnation = incarnation_;
-        reply(connection, frame.request_id, r);
-        return;
-      }
-      case MessageType::run_graph: {
-        auto request = wire::decode<wire::RunGraph>(frame.metadata, "run_graph");
-        if (request.incarnation != incarnation_) {
-          reply(connection, frame.request_id,
-                wire::Reply::from(Status(ErrorCode::aborted, "task " + task_name_ +
-                                                                 " restarted since the session registered its graph: "
-                                                                 "re-create the session")));
-          return;
-        }
-        {
-          std::lock_guard lock(mutex_);
-          steps_by_connection_[connection.get()].insert(request.step_id);
-        }
-        const std::uint64_t request_id = frame.request_id;
-        const std::uint64_t step_id = request.step_id;
-        if (options_.explain)
-          log("explain: step " + std::to_string(step_id) + ": running " + request.handle + " for " + connection->peer_task());
-        worker_->run_graph(request.handle, step_id, [this, connection, request_id, step_id](Status status) {
-          {
-            std::lock_guard lock(mutex_);
-            if (auto it = steps_by_connection_.find(connection.get()); it != steps_by_connection_.end())
-              it->second.erase(step_id);
-          }
-          reply(connection, request_id, wire::Reply::from(status));
-        });
-        return;
-      }
-      case MessageType::tensor: {
-        auto message = wire::decode<wire::TensorMessage>(frame.metadata, "tensor");
-        if (frame.tensors.size() != 1) throw DataLoss("a tensor message must carry exactly one tensor");
-        worker_->deliver(message.step_id, message.key, std::move(frame.tensors[0]));
-        return;
-      }
-      case MessageType::abort_step: {
-        auto message = wire::decode<wire::AbortStep>(frame.metadata, "abort_step");
-        worker_->abort_step(message.step_id, Status(static_cast<ErrorCode>(message.code), message.message));
-        return;
-      }
-      case MessageType::deregister_graph: {
-        auto message = wire::decode<wire::Handle>(frame.metadata, "deregister_graph");
-        worker_->deregister_graph(message.handle);
-        if (frame.request_id) reply(connection, frame.request_id, wire::Reply{});
-        return;
-      }
-      case MessageType::stop_server: {
-        auto message = wire::decode<wire::StopServer>(frame.metadata, "stop_server");
-        log("asked to stop by " + (connection->peer_task().empty() ? connection->description() : connection->peer_task()) +
-            (message.reason.empty() ? "" : ": " + message.reason));
-        reply(connection, frame.request_id, wire::Reply{0, task_name_, incarnation_});
-        // Stop once the reply had a moment to leave.
-        auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
-        timer->async_wait([this, timer](const boost::system::error_code&) { stop(); });
-        return;
-      }
-      case MessageType::reply:
-        return;  // a reply nobody waits for any more
-    }
-  } catch (const Error& e) {
-    log("bad frame from " + connection->description() + ": " + e.message() + " (closing that connection)");
-    connection->close(Status(ErrorCode::data_loss, e.message()));
-  }
-}
-
-inline void Server::send_tensor(const std::string& dst_device, std::uint64_t step_id, const std::string& key,
-                                Tensor value) {
+inline void Server::send_tensor(const std::string& dst_device, std::uint64_t step_id,
+                                const std::string& key, Tensor value) {
   if (options_.explain)
     log("explain: step " + std::to_string(step_id) + ": sending " + value.summary() + " (" +
         std::to_string(value.nbytes()) + " bytes) to " + dst_device + " under key " + key);
-  wire::Frame frame = wire::make_frame(wire::MessageType::tensor, wire::TensorMessage{step_id, key}, {std::move(value)});
-  const std::string task = task_of_device(dst_device);
-  {
-    std::lock_guard lock(mutex_);
-    auto it = peers_.find(task);
-    if (it != peers_.end() && it->second.connection && it->second.connection->is_open()) {
-      it->second.connection->send(std::move(frame));
-      return;
-    }
-  }
-  auto shared = std::make_shared<wire::Frame>(std::move(frame));
-  connect_async(task, [this, shared, step_id, task](Status status, std::shared_ptr<Connection> c) {
-    if (status.ok()) {
-      c->send(std::move(*shared));
-    } else {
-      // The receiver is unreachable; its step cannot complete, fail ours here too.
-      worker_->abort_step(step_id, status);
-    }
-  });
+  peers_.send(detail::task_of_device(dst_device),
+              wire::make_frame(wire::MessageType::tensor, wire::TensorMessage{step_id, key},
+                               {std::move(value)}),
+              // The receiver is unreachable; its step cannot complete, fail ours here too.
+              [this, step_id](const Status& status) { worker_->abort_step(step_id, status); });
 }
 
 inline void Server::connect_async(const std::string& task,
                                   std::function<void(Status, std::shared_ptr<Connection>)> done,
                                   std::chrono::milliseconds patience) {
-  std::shared_ptr<Connection> ready;
-  {
-    std::unique_lock lock(mutex_);
-    if (stopped_) {
-      lock.unlock();
-      done(Status(ErrorCode::unavailable, "task " + task_name_ + " has stopped"), nullptr);
-      return;
-    }
-    Peer& peer = peers_[task];
-    if (peer.connection && peer.connection->is_open()) {
-      ready = peer.connection;
-    } else {
-      peer.waiters.push_back(std::move(done));
-      if (peer.connecting) return;
-      peer.connecting = true;
-    }
-  }
-  if (ready) {
-    done(Status{}, ready);
-    return;
-  }
-  const auto now = std::chrono::steady_clock::now();
-  const auto deadline = now + (patience.count() > 0 ? patience : options_.connect_timeout);
-  asio::post(io_, [this, task, now, deadline] { try_connect(task, now, deadline, now, 0); });
-}
-
-inline void Server::try_connect(const std::string& task, std::chrono::steady_clock::time_point started,
-                                std::chrono::steady_clock::time_point deadline,
-                                std::chrono::steady_clock::time_point last_log, int attempt) {
-  std::string address;
-  try {
-    address = address_of(task);
-  } catch (const Error& e) {
-    return finish_connect(task, Status(e.code(), e.message()), nullptr, 0);
-  }
-  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
-  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
-  const auto colon = address.rfind(':');
-  resolver->async_resolve(
-      address.substr(0, colon), address.substr(colon + 1),
-      [this, task, started, deadline, last_log, attempt, socket, resolver, address](const boost::system::error_code& rec,
-                                                                           asio::ip::tcp::resolver::results_type endpoints) {
-        auto retry = [this, task, started, deadline, last_log, attempt, address](const std::string& why) {
-          const auto now = std::chrono::steady_clock::now();
-          if (now >= deadline) {
-            finish_connect(task,
-                           Status(ErrorCode::unavailable,
-                                  "could not reach " + task + " at " + address + " for " +
-                                      seconds_string(now - started) + " (" + why +
-                                      "): is that task running, and is its address right?"),
-                           nullptr, 0);
-            return;
-          }
-          auto next_log = last_log;
-          if (attempt == 0 || now - last_log >= options_.wait_log_interval) {
-            log("waiting for " + task + " at " + address + " (" + why + ")");
-            next_log = now;
-          }
-          const auto backoff = std::chrono::milliseconds(std::min(1000, 20 << std::min(attempt, 6)));
-          auto timer = std::make_shared<asio::steady_timer>(io_, backoff);
-          timer->async_wait([this, timer, task, started, deadline, next_log, attempt](const boost::system::error_code&) {
-            try_connect(task, started, deadline, next_log, attempt + 1);
-          });
-        };
-        if (rec) return retry(rec.message());
-        asio::async_connect(*socket, endpoints,
-                            [this, task, socket, retry, address](const boost::system::error_code& ec, const asio::ip::tcp::endpoint&) {
-                              if (ec) return retry(ec.message());
-                              auto connection = std::make_shared<Connection>(std::move(*socket), options_.limits,
-                                                                             task + " at " + address);
-                              adopt(connection);
-                              connection->call(
-                                  wire::make_frame(wire::MessageType::hello, wire::Hello{task_name_, incarnation_}),
-                                  [this, task, connection, retry](Status status, wire::Frame reply) {
-                                    if (!status.ok()) return retry(status.message());
-                                    try {
-                                      auto r = wire::decode<wire::Reply>(reply.metadata, "hello reply");
-                                      if (r.text != task) {
-                                        connection->close(Status(ErrorCode::invalid_argument, "wrong task"));
-                                        return finish_connect(task,
-                                                              Status(ErrorCode::invalid_argument,
-                                                                     "the address of " + task + " is served by " + r.text +
-                                                                         ": check the cluster spec"),
-                                                              nullptr, 0);
-                                      }
-                                      connection->set_peer_task(task);
-                                      finish_connect(task, Status{}, connection, r.incarnation);
-                                    } catch (const Error& e) {
-                                      connection->close(Status(e.code(), e.message()));
-                                      retry(e.message());
-                                    }
-                                  },
-                                  options_.rpc_timeout);
-                            });
-      });
-}
-
-inline void Server::finish_connect(const std::string& task, Status status, std::shared_ptr<Connection> connection,
-                                   std::uint64_t incarnation) {
-  std::vector<std::function<void(Status, std::shared_ptr<Connection>)>> waiters;
-  {
-    std::lock_guard lock(mutex_);
-    Peer& peer = peers_[task];
-    peer.connecting = false;
-    if (status.ok()) {
-      peer.connection = connection;
-      peer.incarnation = incarnation;
-    }
-    waiters.swap(peer.waiters);
-  }
-  if (status.ok()) log("connected to " + task + " (incarnation " + std::to_string(incarnation) + ")");
-  for (auto& w : waiters) w(status, connection);
+  peers_.connect_async(task, std::move(done), patience);
 }
 
 inline std::shared_ptr<Connection> Server::connect(const std::string& task) {
+  refuse_on_io_thread("connect");
   std::promise<std::pair<Status, std::shared_ptr<Connection>>> promise;
   auto future = promise.get_future();
-  connect_async(task, [&promise](Status s, std::shared_ptr<Connection> c) { promise.set_value({std::move(s), std::move(c)}); });
-  auto [status, connection] = future.get();  // bounded: connect_async gives up after connect_timeout
+  peers_.connect_async(task, [&promise](Status s, std::shared_ptr<Connection> c) {
+    promise.set_value({std::move(s), std::move(c)});
+  });
+  // Bounded: connect_async gives up after connect_timeout.
+  auto [status, connection] = future.get();
   status.raise_if_error();
   return connection;
 }
 
 inline std::shared_ptr<Connection> Server::open_connection(const std::string& task) {
-  std::lock_guard lock(mutex_);
-  auto it = peers_.find(task);
-  if (it == peers_.end() || !it->second.connection || !it->second.connection->is_open()) return nullptr;
-  return it->second.connection;
+  return peers_.open_connection(task);
 }
 
 inline std::uint64_t Server::peer_incarnation(const std::string& task) {
+  refuse_on_io_thread("peer_incarnation");
   if (task == task_name_) return incarnation_;
   connect(task);
-  std::lock_guard lock(mutex_);
-  return peers_[task].incarnation;
+  return peers_.incarnation(task);
 }
 
-inline void Server::drop_connection(const std::string& task) {
-  std::shared_ptr<Connection> connection;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = peers_.find(task);
-    if (it == peers_.end()) return;
-    connection = std::move(it->second.connection);
-  }
-  if (connection) connection->close(Status(ErrorCode::aborted, "dropped by " + task_name_));
-}
+inline void Server::drop_connection(const std::string& task) { peers_.drop(task); }
 
-inline wire::Frame Server::call(const std::string& task, wire::Frame request, std::chrono::milliseconds timeout) {
+inline wire::Frame Server::call(const std::string& task, wire::Frame request,
+                                std::chrono::milliseconds timeout) {
+  refuse_on_io_thread("call");
   auto connection = connect(task);
   std::promise<std::pair<Status, wire::Frame>> promise;
   auto future = promise.get_future();
-  connection->call(std::move(request), [&promise](Status s, wire::Frame f) { promise.set_value({std::move(s), std::move(f)}); },
-                   timeout);
+  connection->call(
+      std::move(request),
+      [&promise](Status s, wire::Frame f) {
+        promise.set_value({std::move(s), std::move(f)});
+      },
+      timeout);
   auto [status, reply] = future.get();  // bounded by `timeout` and by the connection closing
   status.raise_if_error();
   return std::move(reply);
 }
 
-inline bool Server::stop_task(std::string_view job, std::size_t task_index, std::chrono::milliseconds timeout) {
-  const std::string task = "/job:" + std::string(job) + "/replica:0/task:" + std::to_string(task_index);
+inline bool Server::stop_task(std::string_view job, std::size_t task_index,
+                              std::chrono::milliseconds timeout) {
+  refuse_on_io_thread("stop_task");
+  const std::string task = detail::full_task_name(job, task_index);
   if (task == task_name_) {
     stop();
     return true;
   }
   address_of(task);  // NotFound for a task not in the cluster
-  std::promise<std::pair<Status, std::shared_ptr<Connection>>> promise;
-  auto future = promise.get_future();
-  connect_async(task, [&promise](Status s, std::shared_ptr<Connection> c) { promise.set_value({std::move(s), std::move(c)}); },
-                timeout);
-  auto [status, connection] = future.get();  // bounded by `timeout`
-  if (!status.ok()) return false;
-  std::promise<Status> acked;
-  auto ack = acked.get_future();
-  connection->call(wire::make_frame(wire::MessageType::stop_server, wire::StopServer{"requested by " + task_name_}),
-                   [&acked](Status s, wire::Frame) { acked.set_value(std::move(s)); }, timeout);
-  return ack.get().ok();
+  return detail::request_stop(peers_, task, task_name_, timeout);
 }
 
 inline std::size_t Server::stop_job(std::string_view job, std::chrono::milliseconds timeout) {
-  std::size_t acknowledged = 0;
-  for (std::size_t t = 0; t < cluster_.num_tasks(job); ++t) {
-    if (job == job_ && t == task_index_) continue;
-    if (stop_task(job, t, timeout)) ++acknowledged;
-  }
-  return acknowledged;
+  refuse_on_io_thread("stop_job");
+  return detail::request_stop_job(peers_, cluster_, job, task_name_, timeout);
 }
 
 }  // namespace psflow

@@ -6,7 +6,9 @@
 // through `RemoteSend`. Tensors may arrive before the step starts here; a step is forgotten
 // when its partition finishes, and state for steps that never start is swept after a while.
 //
-// Thread-safe. Partitions run on the calling thread and the thread pool.
+// Thread-safe; nothing blocks except the destructor and abort_all_and_wait (bounded).
+// Partitions run on the calling thread and the thread pool; `done` callbacks run on whichever
+// thread ends the step. The device and the pool belong to the caller and must outlive it.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "psflow/graph/graph_def.hpp"
 #include "psflow/runtime/executor.hpp"
@@ -28,37 +31,29 @@
 
 namespace psflow {
 
-// The destination device of a rendezvous key "src;incarnation;dst;name;frame:iter".
-inline std::string rendezvous_key_destination(const std::string& key) {
-  const auto a = key.find(';');
-  const auto b = a == std::string::npos ? a : key.find(';', a + 1);
-  const auto c = b == std::string::npos ? b : key.find(';', b + 1);
-  if (c == std::string::npos) return {};
-  return key.substr(b + 1, c - b - 1);
-}
+namespace detail {
 
-// One step's rendezvous on one task: local receives wait here; sends to other devices go out.
+// The destination device of a rendezvous key "src;incarnation;dst;name;frame:iter" ("" when
+// the key has fewer parts).
+std::string rendezvous_key_destination(const std::string& key);
+
+}  // namespace detail
+
+// One step's rendezvous on one task: local receives wait here; sends to other devices go out
+// through `RemoteSend`. Thread-safe.
 class StepRendezvous : public Rendezvous {
  public:
-  using RemoteSend = std::function<void(const std::string& dst_device, const std::string& key, Tensor)>;
-  StepRendezvous(std::string local_device, RemoteSend remote)
-      : local_device_(std::move(local_device)), remote_(std::move(remote)), created_(std::chrono::steady_clock::now()) {}
+  using RemoteSend =
+      std::function<void(const std::string& dst_device, const std::string& key, Tensor)>;
+  StepRendezvous(std::string local_device, RemoteSend remote);
 
-  Status send(const std::string& key, Tensor value) override {
-    const std::string dst = rendezvous_key_destination(key);
-    if (dst == local_device_) return local_.send(key, std::move(value));
-    if (local_.aborted()) return {ErrorCode::aborted, "step aborted"};
-    remote_(dst, key, std::move(value));
-    return {};
-  }
-  void recv_async(const std::string& key, RecvCallback done) override { local_.recv_async(key, std::move(done)); }
-  void abort(const Status& status) override {
-    local_.abort(status);
-    cancellation_.cancel(status);  // also wakes the step's waiting kernels (queues, accumulators)
-  }
+  Status send(const std::string& key, Tensor value) override;
+  void recv_async(const std::string& key, RecvCallback done) override;
+  // Fails the pending receives and cancels the step's waiting kernels (queues, accumulators).
+  void abort(const Status& status) override;
   CancellationManager& cancellation() noexcept { return cancellation_; }
   // A tensor that arrived from another task.
-  void deliver(const std::string& key, Tensor value) { (void)local_.send(key, std::move(value)); }
+  void deliver(const std::string& key, Tensor value);
   std::chrono::steady_clock::time_point created() const { return created_; }
 
  private:
@@ -75,118 +70,39 @@ class WorkerService {
                                         const std::string& key, Tensor)>;
   using RunDone = std::function<void(Status, std::vector<Tensor>)>;
 
+  // Runs partitions on `device`, expensive ops on `pool`; tensors for other tasks go out
+  // through `remote_send`. State of steps that never start is dropped after `orphan_ttl`.
   WorkerService(Device& device, ThreadPool* pool, RemoteSend remote_send,
-                std::chrono::seconds orphan_ttl = std::chrono::seconds(600))
-      : device_(device), pool_(pool), remote_send_(std::move(remote_send)), orphan_ttl_(orphan_ttl) {}
-
-  ~WorkerService() { abort_all_and_wait(Status(ErrorCode::aborted, "the task is shutting down"), std::chrono::seconds(10)); }
+                std::chrono::seconds orphan_ttl = std::chrono::seconds(600));
+  // Aborts every step and waits (up to 10 s) for the running partitions.
+  ~WorkerService();
 
   Device& device() noexcept { return device_; }
 
   // Imports and prepares a partition; returns its handle. Throws on a malformed graph.
-  std::string register_graph(const GraphDef& def) {
-    auto entry = std::make_shared<Registered>();
-    entry->graph = std::make_shared<Graph>();
-    import_graph_def(*entry->graph, def);
-    for (const auto& node : def.nodes)
-      if (!node.device.empty() && node.device != device_.name())
-        throw InvalidArgument("partition node '" + node.name + "' is placed on " + node.device + ", this task is " +
-                              device_.name());
-    entry->executor = make_executor(*entry->graph, {}, {});
-    std::lock_guard lock(mutex_);
-    const std::string handle = "graph-" + std::to_string(next_handle_++);
-    graphs_[handle] = std::move(entry);
-    return handle;
-  }
-
+  std::string register_graph(const GraphDef& def);
   // An executor over every node of `graph` on this task's device, with feeds and fetches given
   // by tensor names (for the master's own partition).
-  std::shared_ptr<Executor> make_executor(const Graph& graph, const std::vector<std::string>& feed_nodes,
-                                          const std::vector<std::string>& fetch_tensors) {
-    Executor::Params params;
-    params.graph = &graph;
-    std::vector<char> fed(graph.num_nodes(), 0);
-    for (const auto& f : feed_nodes) {
-      const Output out = graph.operation(f).output(0);
-      params.feeds.push_back(out.id());
-      fed[static_cast<std::size_t>(out.op().id())] = 1;
-    }
-    for (std::size_t i = 0; i < graph.num_nodes(); ++i)
-      if (!fed[i]) params.nodes.push_back(static_cast<int>(i));
-    for (const auto& f : fetch_tensors) params.fetches.push_back(graph.tensor(f).id());
-    params.device_for = [this](const detail::Node&) -> Device& { return device_; };
-    return std::make_shared<Executor>(std::move(params));
-  }
-
-  void deregister_graph(const std::string& handle) {
-    std::lock_guard lock(mutex_);
-    graphs_.erase(handle);
-  }
+  std::shared_ptr<Executor> make_executor(const Graph& graph,
+                                          const std::vector<std::string>& feed_nodes,
+                                          const std::vector<std::string>& fetch_tensors);
+  void deregister_graph(const std::string& handle);
 
   // Runs partition `handle` for step `step_id`; `done` gets the partition's status.
-  void run_graph(const std::string& handle, std::uint64_t step_id, std::function<void(Status)> done) {
-    std::shared_ptr<Registered> entry;
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = graphs_.find(handle); it != graphs_.end()) entry = it->second;
-    }
-    if (!entry) {
-      done(Status(ErrorCode::aborted, "partition " + handle + " is not registered on " + device_.name() +
-                                          " (the task restarted?): re-create the session"));
-      return;
-    }
-    run(entry->executor, step_id, {}, [entry, done = std::move(done)](Status s, std::vector<Tensor>) { done(std::move(s)); });
-  }
-
+  void run_graph(const std::string& handle, std::uint64_t step_id,
+                 std::function<void(Status)> done);
   // Runs `executor` (made by make_executor) for step `step_id`.
-  void run(std::shared_ptr<const Executor> executor, std::uint64_t step_id, std::vector<Tensor> feeds, RunDone done) {
-    auto rendezvous = step_rendezvous(step_id, /*starting=*/true);
-    if (!rendezvous) {
-      done(Status(ErrorCode::aborted, "step " + std::to_string(step_id) + " already ran on " + device_.name()), {});
-      return;
-    }
-    auto step = std::make_shared<StepContext>();
-    step->step_id = step_id;
-    step->rendezvous = rendezvous.get();
-    step->cancellation = &rendezvous->cancellation();
-    running_.fetch_add(1);
-    executor->run_async(*step, std::move(feeds), pool_,
-                        [this, executor, step, rendezvous, step_id, done = std::move(done)](Status s, std::vector<Tensor> out) {
-                          finish_step(step_id);
-                          done(std::move(s), std::move(out));
-                          if (running_.fetch_sub(1) == 1) {
-                            std::lock_guard lock(mutex_);
-                            idle_.notify_all();
-                          }
-                        });
-  }
+  void run(std::shared_ptr<const Executor> executor, std::uint64_t step_id,
+           std::vector<Tensor> feeds, RunDone done);
 
   // A tensor from another task for step `step_id`.
-  void deliver(std::uint64_t step_id, const std::string& key, Tensor value) {
-    if (auto r = step_rendezvous(step_id, false)) r->deliver(key, std::move(value));
-  }
-
+  void deliver(std::uint64_t step_id, const std::string& key, Tensor value);
   // Fails the step's pending receives here (the step failed elsewhere).
-  void abort_step(std::uint64_t step_id, const Status& status) {
-    if (auto r = step_rendezvous(step_id, false)) r->abort(status);
-  }
-
+  void abort_step(std::uint64_t step_id, const Status& status);
   // Aborts every step and waits (bounded) until no partition is running.
-  void abort_all_and_wait(const Status& status, std::chrono::milliseconds limit) {
-    std::vector<std::shared_ptr<StepRendezvous>> all;
-    {
-      std::lock_guard lock(mutex_);
-      for (auto& [id, s] : steps_) all.push_back(s.rendezvous);
-    }
-    for (auto& r : all) r->abort(status);
-    std::unique_lock lock(mutex_);
-    idle_.wait_for(lock, limit, [this] { return running_.load() == 0; });
-  }
+  void abort_all_and_wait(const Status& status, std::chrono::milliseconds limit);
 
-  std::size_t active_steps() const {
-    std::lock_guard lock(mutex_);
-    return steps_.size();
-  }
+  std::size_t active_steps() const;
 
  private:
   struct Registered {
@@ -200,45 +116,10 @@ class WorkerService {
 
   // The step's rendezvous, created on first use; null when the step already finished here
   // (a late tensor is dropped) or when `starting` a step that already started.
-  std::shared_ptr<StepRendezvous> step_rendezvous(std::uint64_t step_id, bool starting) {
-    std::lock_guard lock(mutex_);
-    if (finished_set_.count(step_id)) return nullptr;
-    auto it = steps_.find(step_id);
-    if (it == steps_.end()) {
-      sweep_orphans();
-      StepState state;
-      state.rendezvous = std::make_shared<StepRendezvous>(
-          device_.name(), [this, step_id](const std::string& dst, const std::string& key, Tensor value) {
-            remote_send_(dst, step_id, key, std::move(value));
-          });
-      it = steps_.emplace(step_id, std::move(state)).first;
-    }
-    if (starting) {
-      if (it->second.started) return nullptr;
-      it->second.started = true;
-    }
-    return it->second.rendezvous;
-  }
-
-  void finish_step(std::uint64_t step_id) {
-    std::lock_guard lock(mutex_);
-    steps_.erase(step_id);
-    finished_.push_back(step_id);
-    finished_set_.insert(step_id);
-    if (finished_.size() > 100000) {
-      finished_set_.erase(finished_.front());
-      finished_.pop_front();
-    }
-  }
-
+  std::shared_ptr<StepRendezvous> step_rendezvous(std::uint64_t step_id, bool starting);
+  void finish_step(std::uint64_t step_id);
   // Drops state of steps that received tensors but never started (their master went away).
-  void sweep_orphans() {
-    const auto now = std::chrono::steady_clock::now();
-    for (auto it = steps_.begin(); it != steps_.end();) {
-      if (!it->second.started && now - it->second.rendezvous->created() > orphan_ttl_) it = steps_.erase(it);
-      else ++it;
-    }
-  }
+  void sweep_orphans();
 
   Device& device_;
   ThreadPool* pool_;
@@ -253,5 +134,199 @@ class WorkerService {
   std::deque<std::uint64_t> finished_;
   std::unordered_set<std::uint64_t> finished_set_;
 };
+
+// ---------------------------------------------------------------------------------------------
+
+inline std::string detail::rendezvous_key_destination(const std::string& key) {
+  const auto a = key.find(';');
+  const auto b = a == std::string::npos ? a : key.find(';', a + 1);
+  const auto c = b == std::string::npos ? b : key.find(';', b + 1);
+  if (c == std::string::npos) return {};
+  return key.substr(b + 1, c - b - 1);
+}
+
+inline StepRendezvous::StepRendezvous(std::string local_device, RemoteSend remote)
+    : local_device_(std::move(local_device)),
+      remote_(std::move(remote)),
+      created_(std::chrono::steady_clock::now()) {}
+
+inline Status StepRendezvous::send(const std::string& key, Tensor value) {
+  const std::string dst = detail::rendezvous_key_destination(key);
+  if (dst == local_device_) return local_.send(key, std::move(value));
+  if (local_.aborted()) return {ErrorCode::aborted, "step aborted"};
+  remote_(dst, key, std::move(value));
+  return {};
+}
+
+inline void StepRendezvous::recv_async(const std::string& key, RecvCallback done) {
+  local_.recv_async(key, std::move(done));
+}
+
+inline void StepRendezvous::abort(const Status& status) {
+  local_.abort(status);
+  cancellation_.cancel(status);  // also wakes the step's waiting kernels (queues, accumulators)
+}
+
+inline void StepRendezvous::deliver(const std::string& key, Tensor value) {
+  (void)local_.send(key, std::move(value));
+}
+
+inline WorkerService::WorkerService(Device& device, ThreadPool* pool, RemoteSend remote_send,
+                                    std::chrono::seconds orphan_ttl)
+    : device_(device), pool_(pool), remote_send_(std::move(remote_send)), orphan_ttl_(orphan_ttl) {}
+
+inline WorkerService::~WorkerService() {
+  abort_all_and_wait(Status(ErrorCode::aborted, "the task is shutting down"),
+                     std::chrono::seconds(10));
+}
+
+inline std::string WorkerService::register_graph(const GraphDef& def) {
+  auto entry = std::make_shared<Registered>();
+  entry->graph = std::make_shared<Graph>();
+  import_graph_def(*entry->graph, def);
+  for (const auto& node : def.nodes)
+    if (!node.device.empty() && node.device != device_.name())
+      throw InvalidArgument("partition node '" + node.name + "' is placed on " + node.device +
+                            ", this task is " + device_.name());
+  entry->executor = make_executor(*entry->graph, {}, {});
+  std::lock_guard lock(mutex_);
+  const std::string handle = "graph-" + std::to_string(next_handle_++);
+  graphs_[handle] = std::move(entry);
+  return handle;
+}
+
+inline std::shared_ptr<Executor> WorkerService::make_executor(
+    const Graph& graph, const std::vector<std::string>& feed_nodes,
+    const std::vector<std::string>& fetch_tensors) {
+  Executor::Params params;
+  params.graph = &graph;
+  std::vector<char> fed(graph.num_nodes(), 0);
+  for (const auto& f : feed_nodes) {
+    const Output out = graph.operation(f).output(0);
+    params.feeds.push_back(out.id());
+    fed[static_cast<std::size_t>(out.op().id())] = 1;
+  }
+  for (std::size_t i = 0; i < graph.num_nodes(); ++i)
+    if (!fed[i]) params.nodes.push_back(static_cast<int>(i));
+  for (const auto& f : fetch_tensors) params.fetches.push_back(graph.tensor(f).id());
+  params.device_for = [this](const detail::Node&) -> Device& { return device_; };
+  return std::make_shared<Executor>(std::move(params));
+}
+
+inline void WorkerService::deregister_graph(const std::string& handle) {
+  std::lock_guard lock(mutex_);
+  graphs_.erase(handle);
+}
+
+inline void WorkerService::run_graph(const std::string& handle, std::uint64_t step_id,
+                                     std::function<void(Status)> done) {
+  std::shared_ptr<Registered> entry;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = graphs_.find(handle); it != graphs_.end()) entry = it->second;
+  }
+  if (!entry) {
+    done(Status(ErrorCode::aborted, "partition " + handle + " is not registered on " +
+                                        device_.name() +
+                                        " (the task restarted?): re-create the session"));
+    return;
+  }
+  run(entry->executor, step_id, {},
+      [entry, done = std::move(done)](Status s, std::vector<Tensor>) { done(std::move(s)); });
+}
+
+inline void WorkerService::run(std::shared_ptr<const Executor> executor, std::uint64_t step_id,
+                               std::vector<Tensor> feeds, RunDone done) {
+  auto rendezvous = step_rendezvous(step_id, /*starting=*/true);
+  if (!rendezvous) {
+    done(Status(ErrorCode::aborted,
+                "step " + std::to_string(step_id) + " already ran on " + device_.name()),
+         {});
+    return;
+  }
+  auto step = std::make_shared<StepContext>();
+  step->step_id = step_id;
+  step->rendezvous = rendezvous.get();
+  step->cancellation = &rendezvous->cancellation();
+  running_.fetch_add(1);
+  executor->run_async(*step, std::move(feeds), pool_,
+                      [this, executor, step, rendezvous, step_id, done = std::move(done)](
+                          Status s, std::vector<Tensor> out) {
+                        finish_step(step_id);
+                        done(std::move(s), std::move(out));
+                        if (running_.fetch_sub(1) == 1) {
+                          std::lock_guard lock(mutex_);
+                          idle_.notify_all();
+                        }
+                      });
+}
+
+inline void WorkerService::deliver(std::uint64_t step_id, const std::string& key, Tensor value) {
+  if (auto r = step_rendezvous(step_id, false)) r->deliver(key, std::move(value));
+}
+
+inline void WorkerService::abort_step(std::uint64_t step_id, const Status& status) {
+  if (auto r = step_rendezvous(step_id, false)) r->abort(status);
+}
+
+inline void WorkerService::abort_all_and_wait(const Status& status,
+                                              std::chrono::milliseconds limit) {
+  std::vector<std::shared_ptr<StepRendezvous>> all;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, s] : steps_) all.push_back(s.rendezvous);
+  }
+  for (auto& r : all) r->abort(status);
+  std::unique_lock lock(mutex_);
+  idle_.wait_for(lock, limit, [this] { return running_.load() == 0; });
+}
+
+inline std::size_t WorkerService::active_steps() const {
+  std::lock_guard lock(mutex_);
+  return steps_.size();
+}
+
+inline std::shared_ptr<StepRendezvous> WorkerService::step_rendezvous(std::uint64_t step_id,
+                                                                      bool starting) {
+  std::lock_guard lock(mutex_);
+  if (finished_set_.count(step_id)) return nullptr;
+  auto it = steps_.find(step_id);
+  if (it == steps_.end()) {
+    sweep_orphans();
+    StepState state;
+    state.rendezvous = std::make_shared<StepRendezvous>(
+        device_.name(),
+        [this, step_id](const std::string& dst, const std::string& key, Tensor value) {
+          remote_send_(dst, step_id, key, std::move(value));
+        });
+    it = steps_.emplace(step_id, std::move(state)).first;
+  }
+  if (starting) {
+    if (it->second.started) return nullptr;
+    it->second.started = true;
+  }
+  return it->second.rendezvous;
+}
+
+inline void WorkerService::finish_step(std::uint64_t step_id) {
+  std::lock_guard lock(mutex_);
+  steps_.erase(step_id);
+  finished_.push_back(step_id);
+  finished_set_.insert(step_id);
+  if (finished_.size() > 100000) {
+    finished_set_.erase(finished_.front());
+    finished_.pop_front();
+  }
+}
+
+inline void WorkerService::sweep_orphans() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = steps_.begin(); it != steps_.end();) {
+    if (!it->second.started && now - it->second.rendezvous->created() > orphan_ttl_)
+      it = steps_.erase(it);
+    else
+      ++it;
+  }
+}
 
 }  // namespace psflow

@@ -1,0 +1,97 @@
+// Listener: a task's listening socket, on exactly the address its task has in the cluster, and
+// the loop that accepts connections on it. Plumbing of Server, not meant for users.
+//
+// Contract: the constructor binds and listens at once (so a taken port is reported to whoever
+// creates the Server) and throws InvalidArgument when the address does not resolve,
+// AlreadyExists when it cannot listen there. Accepted sockets go to the `accept` callback on
+// the I/O thread. close() may be called from any thread; the acceptor is closed on the I/O
+// thread. The owner runs the io_context and stops it before destroying the listener.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "psflow/core/error.hpp"
+#include "psflow/distributed/connection.hpp"
+
+namespace psflow::detail {
+
+class Listener {
+ public:
+  // A new connection's socket and a description of the peer ("client 127.0.0.1:51234").
+  using Accept = std::function<void(asio::ip::tcp::socket, std::string description)>;
+
+  // Listens on `address` ("host:port"; port 0 picks a free one) for task `task`.
+  Listener(asio::io_context& io, const std::string& address, const std::string& task);
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  const std::string& host() const noexcept { return host_; }
+  // The port listened on (the real one when the address gave port 0).
+  unsigned short port() const noexcept { return port_; }
+
+  // Accepts connections until close(), handing each to `accept`.
+  void start(Accept accept);
+  // Stops accepting.
+  void close();
+
+ private:
+  void accept_next();
+
+  asio::io_context& io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::string host_;
+  unsigned short port_ = 0;
+  Accept accept_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+inline Listener::Listener(asio::io_context& io, const std::string& address, const std::string& task)
+    : io_(io), acceptor_(io) {
+  const auto colon = address.rfind(':');
+  host_ = address.substr(0, colon);
+  const auto port = static_cast<unsigned short>(std::stoi(address.substr(colon + 1)));
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver resolver(io_);
+  auto endpoints = resolver.resolve(host_, std::to_string(port), ec);
+  if (ec || endpoints.empty())
+    throw InvalidArgument("cannot resolve " + address + " (task " + task + "): " + ec.message());
+  const asio::ip::tcp::endpoint endpoint = *endpoints.begin();
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw AlreadyExists("cannot listen on " + address + " for task " + task + ": " + ec.message() +
+                        " (is another process using that port? pick a free one in the cluster "
+                        "spec)");
+  port_ = acceptor_.local_endpoint().port();
+}
+
+inline void Listener::start(Accept accept) {
+  accept_ = std::move(accept);
+  accept_next();
+}
+
+inline void Listener::close() {
+  asio::post(io_, [this] {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+  });
+}
+
+inline void Listener::accept_next() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
+    if (ec) return;  // acceptor closed
+    boost::system::error_code ignored;
+    auto remote = socket.remote_endpoint(ignored);
+    accept_(std::move(socket),
+            "client " + remote.address().to_string() + ":" + std::to_string(remote.port()));
+    accept_next();
+  });
+}
+
+}  // namespace psflow::detail

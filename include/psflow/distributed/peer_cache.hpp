@@ -1,0 +1,310 @@
+// PeerCache: a task's connections to the other tasks of its cluster, one per peer task, made
+// on first use and then shared by everything that talks to that peer (sessions, tensor sends,
+// stop requests). Plumbing of Server, not meant for users.
+//
+// Connecting resolves the peer's address, connects and says hello; while the peer is not up
+// it retries with backoff (20 ms doubling up to 1 s) until the caller's patience runs out, and
+// says whom it waits for every wait_log_interval. Concurrent requests for one peer share one
+// attempt. The hello reply names the task that serves the address and its incarnation.
+//
+// Contract: thread-safe and never blocks. Completion callbacks run on the I/O thread, or at
+// once on the calling thread when the connection is already open or the cache is stopped, so
+// a callback must not wait for the I/O thread either. The owner (Server) runs the io_context,
+// stops it before destroying the cache, and starts reading each new connection (`adopt`)
+// before its hello goes out.
+#pragma once
+
+#include <algorithm>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "psflow/core/error.hpp"
+#include "psflow/distributed/connection.hpp"
+#include "psflow/distributed/messages.hpp"
+#include "psflow/distributed/server_options.hpp"
+
+namespace psflow::detail {
+
+class PeerCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using ConnectDone = std::function<void(Status, std::shared_ptr<Connection>)>;
+  // Starts reading a new outgoing connection (the owner handles the frames that are not
+  // replies, and the close).
+  using Adopt = std::function<void(const std::shared_ptr<Connection>&)>;
+  // "host:port" of a task name; throws (NotFound, InvalidArgument) for a task not in the cluster.
+  using AddressOf = std::function<std::string(const std::string& task)>;
+  using Log = std::function<void(const std::string&)>;
+
+  PeerCache(asio::io_context& io, const ServerOptions& options, std::string self_task,
+            std::uint64_t self_incarnation, AddressOf address_of, Adopt adopt, Log log);
+  PeerCache(const PeerCache&) = delete;
+  PeerCache& operator=(const PeerCache&) = delete;
+
+  // Calls `done` with the open connection to `task`, connecting (with retries) if there is
+  // none. `patience`: how long to keep trying (zero: connect_timeout); then Unavailable naming
+  // the task and its address.
+  void connect_async(const std::string& task, ConnectDone done,
+                     std::chrono::milliseconds patience = {});
+  // The open connection to `task` if there is one now, else null; never connects.
+  std::shared_ptr<Connection> open_connection(const std::string& task) const;
+  // Sends `frame` to `task` over its open connection, connecting first when there is none;
+  // `unreachable` gets the reason when it cannot be sent (on the I/O thread).
+  void send(const std::string& task, wire::Frame frame,
+            std::function<void(const Status&)> unreachable);
+  // The incarnation `task` reported when we last connected (0 when never).
+  std::uint64_t incarnation(const std::string& task) const;
+  // Closes and forgets `task`'s connection, so the next use reconnects.
+  void drop(const std::string& task);
+  // A peer said hello on a connection it opened: use that one for `task` too, unless we have
+  // an open connection to it already.
+  void accept_hello(const std::string& task, const std::shared_ptr<Connection>& connection,
+                    std::uint64_t incarnation);
+  // `connection` closed: no peer uses it any more.
+  void forget(const std::shared_ptr<Connection>& connection);
+  // The task stopped: from now on every connect fails with Unavailable at once.
+  void stop();
+
+ private:
+  struct Peer {
+    std::shared_ptr<Connection> connection;
+    std::uint64_t incarnation = 0;
+    bool connecting = false;
+    std::vector<ConnectDone> waiters;
+  };
+
+  // One attempt (I/O thread): resolve, connect, hello; on failure retry after a backoff until
+  // `deadline`.
+  void try_connect(const std::string& task, Clock::time_point started, Clock::time_point deadline,
+                   Clock::time_point last_log, int attempt);
+  void finish_connect(const std::string& task, Status status,
+                      std::shared_ptr<Connection> connection, std::uint64_t incarnation);
+
+  asio::io_context& io_;
+  const ServerOptions options_;
+  const std::string self_task_;
+  const std::uint64_t self_incarnation_;
+  const AddressOf address_of_;
+  const Adopt adopt_;
+  const Log log_;
+
+  mutable std::mutex mutex_;
+  bool stopped_ = false;
+  std::map<std::string, Peer> peers_;  // by task name
+};
+
+// "1.2 s"
+std::string duration_string(std::chrono::steady_clock::duration d);
+
+// ---------------------------------------------------------------------------------------------
+
+inline std::string duration_string(std::chrono::steady_clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
+inline PeerCache::PeerCache(asio::io_context& io, const ServerOptions& options,
+                            std::string self_task, std::uint64_t self_incarnation,
+                            AddressOf address_of, Adopt adopt, Log log)
+    : io_(io),
+      options_(options),
+      self_task_(std::move(self_task)),
+      self_incarnation_(self_incarnation),
+      address_of_(std::move(address_of)),
+      adopt_(std::move(adopt)),
+      log_(std::move(log)) {}
+
+inline void PeerCache::connect_async(const std::string& task, ConnectDone done,
+                                     std::chrono::milliseconds patience) {
+  std::shared_ptr<Connection> ready;
+  {
+    std::unique_lock lock(mutex_);
+    if (stopped_) {
+      lock.unlock();
+      done(Status(ErrorCode::unavailable, "task " + self_task_ + " has stopped"), nullptr);
+      return;
+    }
+    Peer& peer = peers_[task];
+    if (peer.connection && peer.connection->is_open()) {
+      ready = peer.connection;
+    } else {
+      peer.waiters.push_back(std::move(done));
+      if (peer.connecting) return;
+      peer.connecting = true;
+    }
+  }
+  if (ready) {
+    done(Status{}, ready);
+    return;
+  }
+  const auto now = Clock::now();
+  const auto deadline = now + (patience.count() > 0 ? patience : options_.connect_timeout);
+  asio::post(io_, [this, task, now, deadline] { try_connect(task, now, deadline, now, 0); });
+}
+
+inline std::shared_ptr<Connection> PeerCache::open_connection(const std::string& task) const {
+  std::lock_guard lock(mutex_);
+  auto it = peers_.find(task);
+  if (it == peers_.end() || !it->second.connection || !it->second.connection->is_open())
+    return nullptr;
+  return it->second.connection;
+}
+
+inline void PeerCache::send(const std::string& task, wire::Frame frame,
+                            std::function<void(const Status&)> unreachable) {
+  if (auto connection = open_connection(task)) return connection->send(std::move(frame));
+  auto shared = std::make_shared<wire::Frame>(std::move(frame));
+  connect_async(task, [shared, unreachable = std::move(unreachable)](
+                          Status status, std::shared_ptr<Connection> connection) {
+    if (status.ok())
+      connection->send(std::move(*shared));
+    else
+      unreachable(status);
+  });
+}
+
+inline std::uint64_t PeerCache::incarnation(const std::string& task) const {
+  std::lock_guard lock(mutex_);
+  auto it = peers_.find(task);
+  return it == peers_.end() ? 0 : it->second.incarnation;
+}
+
+inline void PeerCache::drop(const std::string& task) {
+  std::shared_ptr<Connection> connection;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = peers_.find(task);
+    if (it == peers_.end()) return;
+    connection = std::move(it->second.connection);
+  }
+  if (connection) connection->close(Status(ErrorCode::aborted, "dropped by " + self_task_));
+}
+
+inline void PeerCache::accept_hello(const std::string& task,
+                                    const std::shared_ptr<Connection>& connection,
+                                    std::uint64_t incarnation) {
+  std::lock_guard lock(mutex_);
+  Peer& peer = peers_[task];
+  if (!peer.connection || !peer.connection->is_open()) {
+    peer.connection = connection;
+    peer.incarnation = incarnation;
+  }
+}
+
+inline void PeerCache::forget(const std::shared_ptr<Connection>& connection) {
+  std::lock_guard lock(mutex_);
+  for (auto& [task, peer] : peers_)
+    if (peer.connection == connection) peer.connection.reset();
+}
+
+inline void PeerCache::stop() {
+  std::lock_guard lock(mutex_);
+  stopped_ = true;
+}
+
+inline void PeerCache::try_connect(const std::string& task, Clock::time_point started,
+                                   Clock::time_point deadline, Clock::time_point last_log,
+                                   int attempt) {
+  std::string address;
+  try {
+    address = address_of_(task);
+  } catch (const Error& e) {
+    return finish_connect(task, Status(e.code(), e.message()), nullptr, 0);
+  }
+  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
+  const auto colon = address.rfind(':');
+  resolver->async_resolve(
+      address.substr(0, colon), address.substr(colon + 1),
+      [this, task, started, deadline, last_log, attempt, socket, resolver, address](
+          const boost::system::error_code& rec, asio::ip::tcp::resolver::results_type endpoints) {
+        auto retry = [this, task, started, deadline, last_log, attempt,
+                      address](const std::string& why) {
+          const auto now = Clock::now();
+          if (now >= deadline) {
+            finish_connect(task,
+                           Status(ErrorCode::unavailable,
+                                  "could not reach " + task + " at " + address + " for " +
+                                      duration_string(now - started) + " (" + why +
+                                      "): is that task running, and is its address right?"),
+                           nullptr, 0);
+            return;
+          }
+          auto next_log = last_log;
+          if (attempt == 0 || now - last_log >= options_.wait_log_interval) {
+            log_("waiting for " + task + " at " + address + " (" + why + ")");
+            next_log = now;
+          }
+          const auto backoff =
+              std::chrono::milliseconds(std::min(1000, 20 << std::min(attempt, 6)));
+          auto timer = std::make_shared<asio::steady_timer>(io_, backoff);
+          timer->async_wait([this, timer, task, started, deadline, next_log,
+                             attempt](const boost::system::error_code&) {
+            try_connect(task, started, deadline, next_log, attempt + 1);
+          });
+        };
+        if (rec) return retry(rec.message());
+        asio::async_connect(
+            *socket, endpoints,
+            [this, task, socket, retry, address](const boost::system::error_code& ec,
+                                                 const asio::ip::tcp::endpoint&) {
+              if (ec) return retry(ec.message());
+              auto connection = std::make_shared<Connection>(std::move(*socket), options_.limits,
+                                                             task + " at " + address);
+              adopt_(connection);
+              connection->call(
+                  wire::make_frame(wire::MessageType::hello,
+                                   wire::Hello{self_task_, self_incarnation_}),
+                  [this, task, connection, retry](Status status, wire::Frame reply) {
+                    if (!status.ok()) return retry(status.message());
+                    try {
+                      auto r = wire::decode<wire::Reply>(reply.metadata, "hello reply");
+                      if (r.text != task) {
+                        connection->close(Status(ErrorCode::invalid_argument, "wrong task"));
+                        return finish_connect(task,
+                                              Status(ErrorCode::invalid_argument,
+                                                     "the address of " + task + " is served by " +
+                                                         r.text + ": check the cluster spec"),
+                                              nullptr, 0);
+                      }
+                      connection->set_peer_task(task);
+                      finish_connect(task, Status{}, connection, r.incarnation);
+                    } catch (const Error& e) {
+                      connection->close(Status(e.code(), e.message()));
+                      retry(e.message());
+                    }
+                  },
+                  options_.rpc_timeout);
+            });
+      });
+}
+
+inline void PeerCache::finish_connect(const std::string& task, Status status,
+                                      std::shared_ptr<Connection> connection,
+                                      std::uint64_t incarnation) {
+  std::vector<ConnectDone> waiters;
+  {
+    std::lock_guard lock(mutex_);
+    Peer& peer = peers_[task];
+    peer.connecting = false;
+    if (status.ok()) {
+      peer.connection = connection;
+      peer.incarnation = incarnation;
+    }
+    waiters.swap(peer.waiters);
+  }
+  if (status.ok())
+    log_("connected to " + task + " (incarnation " + std::to_string(incarnation) + ")");
+  for (auto& w : waiters) w(status, connection);
+}
+
+}  // namespace psflow::detail

@@ -1,0 +1,32 @@
+// ServerOptions: how a Server (one task of a cluster) waits for its peers, bounds its
+// requests, sizes its thread pool and what it logs. A plain value; every field has a default
+// that suits a real cluster, tests shorten the deadlines.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+#include "psflow/distributed/wire.hpp"
+
+namespace psflow {
+
+struct ServerOptions {
+  // How long to keep trying to reach a task that is not up yet before Unavailable.
+  std::chrono::milliseconds connect_timeout{30000};
+  // How often to say whom we are waiting for, while waiting.
+  std::chrono::milliseconds wait_log_interval{5000};
+  // Deadline of control requests (registering a partition, stopping a task).
+  std::chrono::milliseconds rpc_timeout{60000};
+  // Deadline of one distributed step; zero means none (a dead peer is still detected at once
+  // when its connection drops).
+  std::chrono::milliseconds step_timeout{0};
+  wire::WireLimits limits;
+  // Threads running expensive ops: 0 = one per core (shared).
+  std::size_t inter_op_threads = 0;
+  // Log connection events and waits to standard error.
+  bool log = true;
+  // Also log what this task does for others: partitions registered, steps run, tensors sent.
+  bool explain = false;
+};
+
+}  // namespace psflow
