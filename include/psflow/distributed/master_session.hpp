@@ -69,11 +69,16 @@ class MasterSession : public SessionImpl {
   // would hold a closing session for the whole connect timeout.
   void deregister(const StepPlan& plan);
   void forget_plans();
+  // Records the first incarnation this session saw of `task`; throws Aborted when `task` now
+  // reports another one (it restarted: its variables are new and uninitialized). Under mutex_.
+  void check_incarnation(const std::string& task, std::uint64_t incarnation);
 
   Graph& graph_;
   Server& server_;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<StepPlan>> plans_;
+  // Kept when plans are forgotten: a session never silently moves to a restarted task.
+  std::map<std::string, std::uint64_t> incarnations_;
   std::mutex rng_mutex_;
   std::mt19937_64 rng_;
 };
@@ -139,7 +144,11 @@ inline std::shared_ptr<MasterSession::StepPlan> MasterSession::plan_for(
   auto plan = std::make_shared<StepPlan>();
   plan->partition = partition_graph(graph_, nodes, assigned, feed_ids, fetch_ids,
                                     server_.device_name(), [this](const std::string& device) {
-                                      return server_.peer_incarnation(task_of_device(device));
+                                      const std::string task = task_of_device(device);
+                                      const std::uint64_t incarnation =
+                                          server_.peer_incarnation(task);
+                                      check_incarnation(task, incarnation);
+                                      return incarnation;
                                     });
   for (const auto& [device, def] : plan->partition.graphs) {
     if (device == server_.device_name()) {
@@ -156,6 +165,7 @@ inline std::shared_ptr<MasterSession::StepPlan> MasterSession::plan_for(
         server_.options().rpc_timeout);
     auto r = wire::decode<wire::Reply>(reply.metadata, "register_graph reply");
     r.status().raise_if_error();
+    check_incarnation(remote.task, r.incarnation);
     remote.handle = r.text;
     remote.incarnation = r.incarnation;
     plan->remotes.push_back(std::move(remote));
@@ -295,6 +305,15 @@ inline void MasterSession::deregister(const StepPlan& plan) {
 inline void MasterSession::forget_plans() {
   std::lock_guard lock(mutex_);
   plans_.clear();
+}
+
+inline void MasterSession::check_incarnation(const std::string& task, std::uint64_t incarnation) {
+  auto [it, first_seen] = incarnations_.try_emplace(task, incarnation);
+  if (first_seen || it->second == incarnation) return;
+  throw Aborted("task " + task + " restarted since this session first used it (incarnation " +
+                std::to_string(it->second) + ", now " + std::to_string(incarnation) +
+                "): its state is new, so this session's runs fail; create a new Session "
+                "(MonitoredTrainingSession does so by itself)");
 }
 
 inline const bool master_session_registered = register_session_factory(
