@@ -5,9 +5,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -437,85 +435,4 @@ TEST_CASE("a restarted ps is a new incarnation: runs fail Aborted, never read it
   fresh.run(global_variables_initializer(g));
   CHECK(fresh.run({doubled})[0].equals(Tensor::filled(6.0f, {2})));
   worker.stop_job("ps");
-}
-
-namespace {
-// The bytes a Connection writes for `frame`: header, metadata, tensor table, payloads.
-std::string frame_bytes(const wire::Frame& frame) {
-  const std::string table = wire::encode_tensor_table(frame.tensors);
-  wire::FrameHeader h;
-  h.type = frame.type;
-  h.request_id = frame.request_id;
-  h.metadata_bytes = static_cast<std::uint32_t>(frame.metadata.size());
-  h.table_bytes = static_cast<std::uint32_t>(table.size());
-  h.tensor_count = static_cast<std::uint32_t>(frame.tensors.size());
-  for (const Tensor& t : frame.tensors) h.payload_bytes += t.nbytes();
-  std::string bytes(wire::kHeaderBytes, '\0');
-  wire::encode_header(h, reinterpret_cast<unsigned char*>(bytes.data()));
-  bytes += frame.metadata + table;
-  for (const Tensor& t : frame.tensors) bytes.append(static_cast<const char*>(t.raw_data()), t.nbytes());
-  return bytes;
-}
-}  // namespace
-
-TEST_CASE("frames arrive intact however the bytes are split: many per read, or a few bytes at a time") {
-  namespace asio = boost::asio;
-  std::vector<float> big(256 * 1024);  // 1 MiB: partly in the read buffer, the rest read into the tensor
-  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i);
-  const std::vector<wire::Frame> frames = {
-      wire::make_frame(wire::MessageType::tensor, wire::TensorMessage{1, "a"}, {f32({1, 2, 3, 4}, {2, 2})}),
-      wire::make_frame(wire::MessageType::abort_step, wire::AbortStep{2, 10, "x"}),
-      wire::make_frame(wire::MessageType::tensor, wire::TensorMessage{3, "big"}, {f32(big, {512, 512})}),
-      // Metadata larger than the 64 KiB read buffer, then an empty and a small tensor.
-      wire::make_frame(wire::MessageType::deregister_graph, wire::Handle{std::string(100000, 'h')},
-                       {Tensor(DType::float32, {0}), f32({5, 6, 7}, {3})}),
-      wire::make_frame(wire::MessageType::ping, wire::Handle{"last"}),
-  };
-  std::string stream;
-  for (const auto& f : frames) stream += frame_bytes(f);
-
-  for (const bool small_writes : {false, true}) {
-    DYNAMIC_SECTION((small_writes ? "written a few bytes at a time" : "written in one piece")) {
-      asio::io_context io;
-      asio::ip::tcp::acceptor acceptor(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-      asio::ip::tcp::socket sender(io);
-      sender.connect(acceptor.local_endpoint());
-      std::mutex mutex;
-      std::condition_variable arrived;
-      std::vector<wire::Frame> received;
-      auto connection = std::make_shared<Connection>(acceptor.accept(), wire::WireLimits{}, "test peer");
-      connection->start(
-          [&](const std::shared_ptr<Connection>&, wire::Frame f) {
-            std::lock_guard lock(mutex);
-            received.push_back(std::move(f));
-            arrived.notify_all();
-          },
-          [](const std::shared_ptr<Connection>&, const Status&) {});
-      std::thread io_thread([&] { io.run_for(20s); });
-
-      std::mt19937 rng(3);
-      for (std::size_t at = 0; at < stream.size();) {
-        // Small writes through the first frames and the header of the big one, then larger ones.
-        const std::size_t chunk = !small_writes ? stream.size() : at < 300 ? 1 + rng() % 7 : 1 + rng() % 70000;
-        const std::size_t n = std::min(chunk, stream.size() - at);
-        asio::write(sender, asio::buffer(stream.data() + at, n));
-        at += n;
-        if (small_writes && at < 300) std::this_thread::sleep_for(200us);
-      }
-      {
-        std::unique_lock lock(mutex);
-        CHECK(arrived.wait_for(lock, 10s, [&] { return received.size() == frames.size(); }));
-      }
-      connection->close(Status(ErrorCode::unavailable, "test over"));
-      io.stop();
-      io_thread.join();
-      REQUIRE(received.size() == frames.size());
-      for (std::size_t i = 0; i < frames.size(); ++i) {
-        CHECK(received[i].type == frames[i].type);
-        CHECK(received[i].metadata == frames[i].metadata);
-        REQUIRE(received[i].tensors.size() == frames[i].tensors.size());
-        for (std::size_t t = 0; t < frames[i].tensors.size(); ++t) CHECK(received[i].tensors[t].equals(frames[i].tensors[t]));
-      }
-    }
-  }
 }
