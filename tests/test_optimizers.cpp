@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "psflow/graph/training_ops.hpp"
-#include "psflow/psflow.hpp"
+#include "psflow/runtime.hpp"
 #include "psflow/runtime/kernels/grad_kernels.hpp"
 #include "psflow/runtime/kernels/training_kernels.hpp"
 #include "psflow/train/adagrad.hpp"

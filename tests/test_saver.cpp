@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "psflow/graph/is_variable_initialized.hpp"
-#include "psflow/psflow.hpp"
+#include "psflow/runtime.hpp"
 #include "psflow/runtime/kernels/is_variable_initialized_kernel.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 #include "psflow/train/saver.hpp"
