@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "psflow/psflow.hpp"
+#include "psflow/runtime.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 #include "support/files.hpp"
 #include "support/temp_dir.hpp"

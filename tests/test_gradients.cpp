@@ -14,10 +14,11 @@
 #include <xtensor/xarray.hpp>
 
 #include "psflow/graph/grad_ops.hpp"
-#include "psflow/psflow.hpp"
+#include "psflow/runtime.hpp"
 #include "psflow/runtime/kernels/grad_kernels.hpp"
 #include "psflow/train/global_step.hpp"
 #include "psflow/train/gradients.hpp"
+#include "psflow/train/replica_device_setter.hpp"
 
 namespace ops = psflow::ops;
 namespace train = psflow::train;

@@ -18,7 +18,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xreducer.hpp>
 
-#include "psflow/psflow.hpp"
+#include "psflow/runtime.hpp"
 
 namespace ops = psflow::ops;
 using Catch::Contains;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "psflow/graph/training_ops.hpp"
-#include "psflow/psflow.hpp"
+#include "psflow/runtime.hpp"
 #include "psflow/runtime/kernels/grad_kernels.hpp"
 #include "psflow/runtime/kernels/training_kernels.hpp"
 #include "psflow/train/adagrad.hpp"
@@ -158,7 +158,7 @@ TEMPLATE_TEST_CASE("GradientDescent: var -= lr * grad", "[optimizers]", float, d
   CHECK(opt.get_slot_names().empty());
 }
 
-TEMPLATE_TEST_CASE("Momentum: accum = momentum * accum + grad; var -= lr * accum", "[optimizers]",
+TEMPLATE_TEST_CASE("Momentum: accum = momentum * accum + grad, var -= lr * accum", "[optimizers]",
                    float, double) {
   using T = TestType;
   const T lr = static_cast<T>(0.1), mu = static_cast<T>(0.9);
@@ -189,7 +189,7 @@ TEMPLATE_TEST_CASE("Momentum: accum = momentum * accum + grad; var -= lr * accum
   }
 }
 
-TEMPLATE_TEST_CASE("Adagrad: accum += grad^2; var -= lr * grad / sqrt(accum)", "[optimizers]",
+TEMPLATE_TEST_CASE("Adagrad: accum += grad^2, var -= lr * grad / sqrt(accum)", "[optimizers]",
                    float, double) {
   using T = TestType;
   const T lr = static_cast<T>(0.1);
@@ -423,7 +423,7 @@ TEST_CASE("apply_gradients inside a name scope, and a second apply with a global
   CHECK(values_of<float>(sess.run({w.value()})[0]) == std::vector<float>{-4, 4});
 }
 
-TEST_CASE("in a ps cluster only the gradient travels to the ps; the update runs there") {
+TEST_CASE("in a ps cluster only the gradient travels to the ps, the update runs there") {
   const std::string ps0 = "/job:ps/replica:0/task:0/device:CPU:0";
   const std::string ps1 = "/job:ps/replica:0/task:1/device:CPU:0";
   const std::string worker = "/job:worker/replica:0/task:0/device:CPU:0";

@@ -194,7 +194,7 @@ TEST_CASE("the seed: worker_device with a task, one ps task, VariableV2 w and b 
   CHECK(sum.op().type() == "Add");
 }
 
-TEST_CASE("round robin over three ps tasks; only ps ops advance the counter") {
+TEST_CASE("round robin over three ps tasks, only ps ops advance the counter") {
   Graph g;
   const ClusterSpec cluster({{"ps", {"ps0:1", "ps1:1", "ps2:1"}}, {"worker", {"w0:1"}}});
   auto setter = g.device(train::replica_device_setter({.cluster = cluster}));
@@ -218,7 +218,7 @@ TEST_CASE("ps_tasks without a cluster: round robin over that many tasks of /job:
   CHECK(ops::constant(g, Tensor(1.0f)).device() == "/job:worker");
 }
 
-TEST_CASE("a given cluster decides the ps count; ps_tasks is then ignored, as in TF") {
+TEST_CASE("a given cluster decides the ps count, ps_tasks is then ignored, as in TF") {
   Graph g;
   auto setter = g.device(train::replica_device_setter({.ps_tasks = 5, .cluster = tf_cluster()}));
   CHECK(var(g, "a").device() == "/job:ps/task:0");
@@ -269,7 +269,7 @@ TEST_CASE("enclosing string scopes merge under the setter's choice") {
   CHECK(ops::constant(g, Tensor(1.0f)).device() == "/job:worker/replica:0/device:CPU:0");
 }
 
-TEST_CASE("ps_device \"\" sends ps ops to the worker; worker_device \"\" keeps other ops") {
+TEST_CASE("ps_device \"\" sends ps ops to the worker, worker_device \"\" keeps other ops") {
   SECTION("no ps device") {
     Graph g;
     auto setter = g.device(train::replica_device_setter({.ps_tasks = 2, .ps_device = ""}));

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "psflow/graph/state_ops.hpp"
-#include "psflow/psflow.hpp"
+#include "psflow/runtime.hpp"
 #include "psflow/runtime/kernels/state_kernels.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 #include "psflow/train/saver.hpp"
@@ -288,7 +288,7 @@ TEST_CASE("save fails cleanly on an uninitialized variable or a missing director
   CHECK(fs::is_empty(dir.path()));
 }
 
-TEST_CASE("Supervisor chief: initializes, saves at once and at stop; a restart restores") {
+TEST_CASE("Supervisor chief: initializes, saves at once and at stop, a restart restores") {
   TempDir dir("saver");
   {
     Model m;

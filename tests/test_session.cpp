@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "psflow/psflow.hpp"
+#include "psflow/runtime.hpp"
 
 using namespace psflow;
 

@@ -1,5 +1,5 @@
 // Graph building only: tensors, device strings, graphs, ops and variables, without the runtime
-// or Boost.Asio. Include psflow/psflow.hpp to run graphs.
+// or Boost.Asio. Include psflow/runtime.hpp to run graphs in-process, psflow/psflow.hpp for all.
 #pragma once
 
 #include "psflow/core/device_spec.hpp"

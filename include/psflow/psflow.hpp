@@ -3,13 +3,9 @@
 
 #include "psflow/version.hpp"
 
-// core + graph (also available alone as psflow/graph.hpp, without the runtime or Asio)
-#include "psflow/core/tensor_format.hpp"
-#include "psflow/graph.hpp"
-
-// runtime: kernels, executor, in-process Session
-#include "psflow/runtime/kernels.hpp"
-#include "psflow/runtime/session.hpp"
+// core + graph + runtime: kernels, executor, in-process Session (also available as
+// psflow/runtime.hpp, without Asio; psflow/graph.hpp has core + graph alone)
+#include "psflow/runtime.hpp"
 
 // distributed: cluster, servers, remote sessions (the only layer that includes Boost.Asio)
 #include "psflow/distributed/cluster_spec.hpp"

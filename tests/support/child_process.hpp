@@ -14,6 +14,8 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -113,11 +115,19 @@ class ChildProcess {
   std::string out_path_, err_path_;
 };
 
-// A loopback port that was free a moment ago (bound, read back, released).
+// A loopback port that was free a moment ago (bound, read back, released), and never one this
+// process was given before: the OS may hand a released port out again at once, which gave two
+// tasks of one cluster the same address.
 inline unsigned short reserve_port() {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return acceptor.local_endpoint().port();
+  static std::mutex mutex;
+  static std::set<unsigned short> given;
+  for (;;) {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    const unsigned short port = acceptor.local_endpoint().port();
+    std::lock_guard lock(mutex);
+    if (given.insert(port).second) return port;
+  }
 }
 
 inline std::string loopback(unsigned short port) { return "127.0.0.1:" + std::to_string(port); }

@@ -91,15 +91,17 @@ class LocalRendezvous : public Rendezvous {
 
   void abort(const Status& status) override {
     std::vector<RecvCallback> waiters;
+    Status failure;
     {
       std::lock_guard lock(mutex_);
       if (!aborted_.ok()) return;
       aborted_ = status.ok() ? Status{ErrorCode::aborted, "step aborted"} : status;
+      failure = aborted_;  // never OK: a waiter must not take an empty tensor as its value
       for (auto& [key, item] : table_)
         if (item.waiter) waiters.push_back(std::move(item.waiter));
       table_.clear();
     }
-    for (auto& w : waiters) w(status, Tensor());
+    for (auto& w : waiters) w(failure, Tensor());
   }
 
   bool aborted() const {
