@@ -24,13 +24,12 @@
 #include <functional>
 #include <iterator>
 #include <memory>
-#include <sstream>
-#include <string>
-#include <vector>
-
 #include <psflow/graph.hpp>
 #include <psflow/runtime/kernels.hpp>
 #include <psflow/runtime/session.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
 using namespace psflow;
 
@@ -61,7 +60,9 @@ struct ExecutorGraph {
   ExecutorGraph(Shape_ shape, OpKind kind, int n) {
     const Output source = ops::constant(graph, Tensor(1.0f), "source");
     const Output one = ops::constant(graph, Tensor(1.0f), "one");
-    auto apply = [&](Output x) { return kind == OpKind::identity ? ops::identity(x) : ops::add(x, one); };
+    auto apply = [&](Output x) {
+      return kind == OpKind::identity ? ops::identity(x) : ops::add(x, one);
+    };
     if (shape == Shape_::chain) {
       Output x = source;
       for (int i = 0; i < n; ++i) x = apply(x);
@@ -83,9 +84,11 @@ struct PreparedExecutor {
   std::unique_ptr<Session> session;
 };
 
-void executor_psflow(benchmark::State& state, Shape_ shape, OpKind kind, int n, std::size_t threads) {
+void executor_psflow(benchmark::State& state, Shape_ shape, OpKind kind, int n,
+                     std::size_t threads) {
   static PreparedExecutor prepared;
-  const std::string key = std::string(shape_name(shape)) + op_name(kind) + std::to_string(n) + "/" + std::to_string(threads);
+  const std::string key = std::string(shape_name(shape)) + op_name(kind) + std::to_string(n) + "/" +
+                          std::to_string(threads);
   if (prepared.key != key) {
     prepared.session.reset();
     prepared.graph = std::make_unique<ExecutorGraph>(shape, kind, n);
@@ -136,7 +139,8 @@ class MiniDataflow {
   }
 
   float run() {
-    for (std::size_t i = 0; i < nodes_.size(); ++i) pending_[i].store(nodes_[i].inputs, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      pending_[i].store(nodes_[i].inputs, std::memory_order_relaxed);
     ready_.clear();
     ready_.push_back(0);
     while (!ready_.empty()) {
@@ -145,7 +149,8 @@ class MiniDataflow {
       Node& node = nodes_[static_cast<std::size_t>(id)];
       values_[static_cast<std::size_t>(id)] = node.fn(*this, id);
       for (int s : node.successors)
-        if (pending_[static_cast<std::size_t>(s)].fetch_sub(1, std::memory_order_acq_rel) == 1) ready_.push_back(s);
+        if (pending_[static_cast<std::size_t>(s)].fetch_sub(1, std::memory_order_acq_rel) == 1)
+          ready_.push_back(s);
     }
     return values_.back();
   }
@@ -192,7 +197,8 @@ void matmul_psflow(benchmark::State& state, std::size_t n) {
     benchmark::DoNotOptimize(out[0].raw_data());
   }
   state.counters["faults"] =
-      static_cast<double>(minor_faults() - faults0) / static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+      static_cast<double>(minor_faults() - faults0) /
+      static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * 2 * n * n * n));  // FLOP
 }
 
@@ -201,8 +207,8 @@ void matmul_sgemm(benchmark::State& state, std::size_t n) {
   Tensor c = ramp(n, n);
   const auto N = static_cast<blasint>(n);
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a.data<float>(), N, b.data<float>(), N,
-                0.0f, c.data<float>(), N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a.data<float>(), N,
+                b.data<float>(), N, 0.0f, c.data<float>(), N);
     benchmark::DoNotOptimize(c.raw_data());
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * 2 * n * n * n));
@@ -216,7 +222,8 @@ void elementwise_psflow(benchmark::State& state, bool multiply) {
   const Output b = ops::placeholder(g, DType::float32, {static_cast<std::int64_t>(kElements)}, "b");
   const Output c = multiply ? ops::mul(a, b) : ops::add(a, b);
   Session sess(g);
-  const FeedMap feeds{{a, Tensor::filled(1.5f, {kElements})}, {b, Tensor::filled(2.0f, {kElements})}};
+  const FeedMap feeds{{a, Tensor::filled(1.5f, {kElements})},
+                      {b, Tensor::filled(2.0f, {kElements})}};
   sess.run({c}, feeds);
   const long long faults0 = minor_faults();
   for (auto _ : state) {
@@ -224,8 +231,10 @@ void elementwise_psflow(benchmark::State& state, bool multiply) {
     benchmark::DoNotOptimize(out[0].raw_data());
   }
   state.counters["faults"] =
-      static_cast<double>(minor_faults() - faults0) / static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 3 * kElements * sizeof(float)));
+      static_cast<double>(minor_faults() - faults0) /
+      static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+  state.SetBytesProcessed(
+      static_cast<std::int64_t>(state.iterations() * 3 * kElements * sizeof(float)));
 }
 
 void elementwise_loop(benchmark::State& state) {
@@ -238,7 +247,8 @@ void elementwise_loop(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 3 * kElements * sizeof(float)));
+  state.SetBytesProcessed(
+      static_cast<std::int64_t>(state.iterations() * 3 * kElements * sizeof(float)));
 }
 
 void memcpy_baseline(benchmark::State& state) {
@@ -248,38 +258,58 @@ void memcpy_baseline(benchmark::State& state) {
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 2 * kElements * sizeof(float)));
+  state.SetBytesProcessed(
+      static_cast<std::int64_t>(state.iterations() * 2 * kElements * sizeof(float)));
 }
 
 void register_benchmarks() {
   for (Shape_ shape : {Shape_::chain, Shape_::fanout}) {
     for (OpKind kind : {OpKind::identity, OpKind::add}) {
       for (int n : {10000, 100000}) {
-        const std::string base = std::string(shape_name(shape)) + "_" + op_name(kind) + "/" + std::to_string(n);
+        const std::string base =
+            std::string(shape_name(shape)) + "_" + op_name(kind) + "/" + std::to_string(n);
         for (std::size_t threads : {1u, 2u})
-          benchmark::RegisterBenchmark(("executor/" + base + "/threads:" + std::to_string(threads)).c_str(),
-                                       executor_psflow, shape, kind, n, threads)
-              ->UseRealTime()->MinTime(0.2)->Unit(benchmark::kMicrosecond);
-        benchmark::RegisterBenchmark(("executor/baseline/" + base).c_str(), executor_baseline, shape, kind, n)
-            ->UseRealTime()->MinTime(0.2)->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(
+              ("executor/" + base + "/threads:" + std::to_string(threads)).c_str(), executor_psflow,
+              shape, kind, n, threads)
+              ->UseRealTime()
+              ->MinTime(0.2)
+              ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("executor/baseline/" + base).c_str(), executor_baseline,
+                                     shape, kind, n)
+            ->UseRealTime()
+            ->MinTime(0.2)
+            ->Unit(benchmark::kMicrosecond);
       }
     }
   }
   for (std::size_t n : {256u, 512u, 1024u, 2048u}) {
     const double min_time = n >= 1024 ? 1.0 : 0.3;
     benchmark::RegisterBenchmark(("matmul/psflow/" + std::to_string(n)).c_str(), matmul_psflow, n)
-        ->UseRealTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
+        ->UseRealTime()
+        ->MinTime(min_time)
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("matmul/sgemm/" + std::to_string(n)).c_str(), matmul_sgemm, n)
-        ->UseRealTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
+        ->UseRealTime()
+        ->MinTime(min_time)
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("elementwise/add/psflow/16M", elementwise_psflow, false)
-      ->UseRealTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
+      ->UseRealTime()
+      ->MinTime(0.5)
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("elementwise/mul/psflow/16M", elementwise_psflow, true)
-      ->UseRealTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
+      ->UseRealTime()
+      ->MinTime(0.5)
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("elementwise/add/loop/16M", elementwise_loop)
-      ->UseRealTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
+      ->UseRealTime()
+      ->MinTime(0.5)
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("elementwise/memcpy/64MiB", memcpy_baseline)
-      ->UseRealTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
+      ->UseRealTime()
+      ->MinTime(0.5)
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

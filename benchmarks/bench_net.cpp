@@ -19,11 +19,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <psflow/psflow.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <psflow/psflow.hpp>
 #if __has_include(<psflow/runtime/kernels/training_kernels.hpp>)
 #include <psflow/graph/training_ops.hpp>
 #include <psflow/runtime/kernels/training_kernels.hpp>
@@ -40,7 +39,8 @@ using bench::size_label;
 
 namespace {
 
-const std::vector<std::uint64_t> kTransferSizes = {4, 64ull << 10, 1ull << 20, 16ull << 20, 64ull << 20, 256ull << 20};
+const std::vector<std::uint64_t> kTransferSizes = {4,           64ull << 10, 1ull << 20,
+                                                   16ull << 20, 64ull << 20, 256ull << 20};
 const std::vector<std::uint64_t> kStepSizes = {4ull << 10, 1ull << 20, 64ull << 20};
 constexpr std::uint64_t kMaxBytes = 256ull << 20;
 
@@ -57,10 +57,10 @@ ClusterSpec cluster_with_ps_port(const std::string& ps_port) {
 }
 
 std::unique_ptr<Child> start_ps(const bench::TempDir& logs, const std::string& name) {
-  return std::make_unique<Child>(std::vector<std::string>{PSFLOW_BENCH_PS_BINARY, "--ps_hosts=127.0.0.1:0",
-                                                          "--worker_hosts=127.0.0.1:0", "--job_name=ps",
-                                                          "--task_index=0"},
-                                 logs / name);
+  return std::make_unique<Child>(
+      std::vector<std::string>{PSFLOW_BENCH_PS_BINARY, "--ps_hosts=127.0.0.1:0",
+                               "--worker_hosts=127.0.0.1:0", "--job_name=ps", "--task_index=0"},
+      logs / name);
 }
 
 // Everything the network benchmarks share, created on first use: one ps process, one raw_peer,
@@ -71,8 +71,8 @@ struct NetEnv {
   std::unique_ptr<Child> raw;
   std::unique_ptr<Server> worker;
   Graph graph;
-  std::vector<Variable> transfer_vars;            // one per kTransferSizes
-  std::vector<Output> step_grads, step_updates;   // one per kStepSizes
+  std::vector<Variable> transfer_vars;           // one per kTransferSizes
+  std::vector<Output> step_grads, step_updates;  // one per kStepSizes
   std::vector<Tensor> step_grad_values;
   std::unique_ptr<Session> session;
   unsigned short raw_port = 0;
@@ -83,7 +83,8 @@ struct NetEnv {
   NetEnv() {
     ps = start_ps(logs, "ps");
     raw = std::make_unique<Child>(
-        std::vector<std::string>{PSFLOW_BENCH_RAW_BINARY, "--serve", "--max_bytes=" + std::to_string(kMaxBytes)},
+        std::vector<std::string>{PSFLOW_BENCH_RAW_BINARY, "--serve",
+                                 "--max_bytes=" + std::to_string(kMaxBytes)},
         logs / "raw");
     const std::string ps_port = ps->wait_for_value("PORT", 30s);
     raw_port = static_cast<unsigned short>(std::stoul(raw->wait_for_value("PORT", 30s)));
@@ -92,7 +93,8 @@ struct NetEnv {
     {
       auto on_ps = graph.device("/job:ps/task:0");
       for (auto bytes : kTransferSizes)
-        transfer_vars.push_back(get_variable(graph, "transfer_" + size_label(bytes), {bytes / 4}, zeros_initializer()));
+        transfer_vars.push_back(
+            get_variable(graph, "transfer_" + size_label(bytes), {bytes / 4}, zeros_initializer()));
     }
     for (auto bytes : kStepSizes) {
       const std::size_t n = bytes / 4;
@@ -104,12 +106,14 @@ struct NetEnv {
       Output grad;
       {
         auto on_worker = graph.device("/job:worker/task:0");
-        grad = ops::placeholder(graph, DType::float32, {static_cast<std::int64_t>(n)}, "grad_" + size_label(bytes));
+        grad = ops::placeholder(graph, DType::float32, {static_cast<std::int64_t>(n)},
+                                "grad_" + size_label(bytes));
       }
       Output update;
       {
         auto with_var = graph.colocate_with(var.op());
-        const Output lr = ops::constant(graph, Tensor(bench::kRawLearningRate), "lr_" + size_label(bytes));
+        const Output lr =
+            ops::constant(graph, Tensor(bench::kRawLearningRate), "lr_" + size_label(bytes));
 #ifdef PSFLOW_BENCH_HAVE_APPLY_GRADIENT_DESCENT
         update = ops::apply_gradient_descent(var.ref(), lr, grad);
 #else
@@ -126,7 +130,8 @@ struct NetEnv {
     raw_client = std::make_unique<RawClient>(raw_port);
     raw_in.assign(kMaxBytes, 1);
     raw_grad.assign(kMaxBytes, 0);
-    for (std::size_t i = 0; i < kMaxBytes / 4; ++i) reinterpret_cast<float*>(raw_grad.data())[i] = 0.5f;
+    for (std::size_t i = 0; i < kMaxBytes / 4; ++i)
+      reinterpret_cast<float*>(raw_grad.data())[i] = 0.5f;
   }
 
   ~NetEnv() {
@@ -173,16 +178,23 @@ struct FaultMeter {
   std::string peer;
   long long self0, peer0;
   explicit FaultMeter(pid_t peer_pid)
-      : peer(std::to_string(peer_pid)), self0(bench::minor_faults()), peer0(bench::minor_faults(peer)) {}
+      : peer(std::to_string(peer_pid)),
+        self0(bench::minor_faults()),
+        peer0(bench::minor_faults(peer)) {}
   void report(benchmark::State& state) const {
-    const auto iterations = static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
-    state.counters["faults_worker"] = static_cast<double>(bench::minor_faults() - self0) / iterations;
-    state.counters["faults_server"] = static_cast<double>(bench::minor_faults(peer) - peer0) / iterations;
+    const auto iterations =
+        static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+    state.counters["faults_worker"] =
+        static_cast<double>(bench::minor_faults() - self0) / iterations;
+    state.counters["faults_server"] =
+        static_cast<double>(bench::minor_faults(peer) - peer0) / iterations;
   }
 };
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -293,11 +305,14 @@ void memory_psflow(benchmark::State& state) {
     bench::TempDir logs("bench-memory-psflow");
     auto ps = start_ps(logs, "ps");
     const std::string ps_port = ps->wait_for_value("PORT", 30s);
-    Child worker({"/proc/self/exe", "--memory_worker", "--ps_port=" + ps_port, "--bytes=" + std::to_string(kMemoryBytes),
-                  "--fetches=" + std::to_string(kMemoryFetches)},
-                 logs / "worker");
-    if (!worker.wait_for(240s) || worker.exit_code() != 0 || !ps->wait_for(30s) || ps->exit_code() != 0) {
-      state.SkipWithError(("memory worker or ps failed: " + worker.err() + " / " + ps->err()).c_str());
+    Child worker(
+        {"/proc/self/exe", "--memory_worker", "--ps_port=" + ps_port,
+         "--bytes=" + std::to_string(kMemoryBytes), "--fetches=" + std::to_string(kMemoryFetches)},
+        logs / "worker");
+    if (!worker.wait_for(240s) || worker.exit_code() != 0 || !ps->wait_for(30s) ||
+        ps->exit_code() != 0) {
+      state.SkipWithError(
+          ("memory worker or ps failed: " + worker.err() + " / " + ps->err()).c_str());
       break;
     }
     state.counters["ps_peak_mib"] = static_cast<double>(parse_peak(*ps)) / (1 << 20);
@@ -308,11 +323,14 @@ void memory_psflow(benchmark::State& state) {
 void memory_raw(benchmark::State& state) {
   for (auto _ : state) {
     bench::TempDir logs("bench-memory-raw");
-    Child server({PSFLOW_BENCH_RAW_BINARY, "--serve", "--max_bytes=" + std::to_string(kMemoryBytes)}, logs / "server");
+    Child server(
+        {PSFLOW_BENCH_RAW_BINARY, "--serve", "--max_bytes=" + std::to_string(kMemoryBytes)},
+        logs / "server");
     const std::string port = server.wait_for_value("PORT", 30s);
-    Child client({PSFLOW_BENCH_RAW_BINARY, "--client", "--port=" + port, "--bytes=" + std::to_string(kMemoryBytes),
-                  "--fetches=" + std::to_string(kMemoryFetches)},
-                 logs / "client");
+    Child client(
+        {PSFLOW_BENCH_RAW_BINARY, "--client", "--port=" + port,
+         "--bytes=" + std::to_string(kMemoryBytes), "--fetches=" + std::to_string(kMemoryFetches)},
+        logs / "client");
     if (!client.wait_for(240s) || client.exit_code() != 0) {
       state.SkipWithError(("raw memory client failed: " + client.err()).c_str());
       break;
@@ -353,7 +371,8 @@ int memory_worker(const std::string& ps_port, std::uint64_t bytes, int fetches) 
 std::string flag(int argc, char** argv, const std::string& name) {
   const std::string prefix = "--" + name + "=";
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]).rfind(prefix, 0) == 0) return std::string(argv[i]).substr(prefix.size());
+    if (std::string(argv[i]).rfind(prefix, 0) == 0)
+      return std::string(argv[i]).substr(prefix.size());
   throw InvalidArgument("missing --" + name);
 }
 
@@ -361,23 +380,41 @@ void register_benchmarks() {
   for (std::size_t i = 0; i < kTransferSizes.size(); ++i) {
     const std::string size = size_label(kTransferSizes[i]);
     const double min_time = kTransferSizes[i] >= (64ull << 20) ? 1.0 : 0.3;
-    benchmark::RegisterBenchmark(("transfer/psflow/" + size).c_str(), transfer_psflow, i)->UseRealTime()->MinTime(min_time);
-    benchmark::RegisterBenchmark(("transfer/raw/" + size).c_str(), transfer_raw, i)->UseRealTime()->MinTime(min_time);
+    benchmark::RegisterBenchmark(("transfer/psflow/" + size).c_str(), transfer_psflow, i)
+        ->UseRealTime()
+        ->MinTime(min_time);
+    benchmark::RegisterBenchmark(("transfer/raw/" + size).c_str(), transfer_raw, i)
+        ->UseRealTime()
+        ->MinTime(min_time);
   }
   for (std::size_t i = 0; i < kStepSizes.size(); ++i) {
     const std::string size = size_label(kStepSizes[i]);
     const double min_time = kStepSizes[i] >= (64ull << 20) ? 1.0 : 0.3;
-    benchmark::RegisterBenchmark(("ps_step/psflow/" + size).c_str(), step_psflow, i)->UseRealTime()->MinTime(min_time);
-    benchmark::RegisterBenchmark(("ps_step/raw/" + size).c_str(), step_raw, i)->UseRealTime()->MinTime(min_time);
+    benchmark::RegisterBenchmark(("ps_step/psflow/" + size).c_str(), step_psflow, i)
+        ->UseRealTime()
+        ->MinTime(min_time);
+    benchmark::RegisterBenchmark(("ps_step/raw/" + size).c_str(), step_raw, i)
+        ->UseRealTime()
+        ->MinTime(min_time);
   }
-  benchmark::RegisterBenchmark("latency/psflow/4B", latency_psflow)->UseRealTime()->Iterations(3000);
+  benchmark::RegisterBenchmark("latency/psflow/4B", latency_psflow)
+      ->UseRealTime()
+      ->Iterations(3000);
   benchmark::RegisterBenchmark("latency/raw/4B", latency_raw)->UseRealTime()->Iterations(3000);
-  benchmark::RegisterBenchmark(("memory/psflow/" + size_label(kMemoryBytes) + "x" + std::to_string(kMemoryFetches)).c_str(),
-                               memory_psflow)
-      ->UseRealTime()->Iterations(1)->Repetitions(1)->Unit(benchmark::kSecond);
-  benchmark::RegisterBenchmark(("memory/raw/" + size_label(kMemoryBytes) + "x" + std::to_string(kMemoryFetches)).c_str(),
-                               memory_raw)
-      ->UseRealTime()->Iterations(1)->Repetitions(1)->Unit(benchmark::kSecond);
+  benchmark::RegisterBenchmark(
+      ("memory/psflow/" + size_label(kMemoryBytes) + "x" + std::to_string(kMemoryFetches)).c_str(),
+      memory_psflow)
+      ->UseRealTime()
+      ->Iterations(1)
+      ->Repetitions(1)
+      ->Unit(benchmark::kSecond);
+  benchmark::RegisterBenchmark(
+      ("memory/raw/" + size_label(kMemoryBytes) + "x" + std::to_string(kMemoryFetches)).c_str(),
+      memory_raw)
+      ->UseRealTime()
+      ->Iterations(1)
+      ->Repetitions(1)
+      ->Unit(benchmark::kSecond);
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 //   bench_ps --ps_hosts=127.0.0.1:0 --worker_hosts=127.0.0.1:0 --job_name=ps --task_index=0
 #include <cstdio>
 #include <iostream>
-
 #include <psflow/psflow.hpp>
 #if __has_include(<psflow/runtime/kernels/training_kernels.hpp>)
 #include <psflow/runtime/kernels/training_kernels.hpp>

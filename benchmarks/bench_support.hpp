@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <boost/asio.hpp>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -23,8 +24,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <boost/asio.hpp>
 
 #include "support/child_process.hpp"  // tests/support: child processes and scratch directories
 
@@ -85,7 +84,8 @@ inline long long context_switches(const std::string& pid = "self") {
     std::ifstream in(task.path() / "status");
     std::string line;
     while (std::getline(in, line))
-      if (line.find("_ctxt_switches:") != std::string::npos) total += std::stoll(line.substr(line.find(':') + 1));
+      if (line.find("_ctxt_switches:") != std::string::npos)
+        total += std::stoll(line.substr(line.find(':') + 1));
   }
   return total;
 }
@@ -156,8 +156,10 @@ class RawClient {
 
 // Sizes used throughout, and their labels.
 inline std::string size_label(std::uint64_t bytes) {
-  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
-  if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0) return std::to_string(bytes >> 10) + "KiB";
+  if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0)
+    return std::to_string(bytes >> 20) + "MiB";
+  if (bytes >= (1ull << 10) && bytes % (1ull << 10) == 0)
+    return std::to_string(bytes >> 10) + "KiB";
   return std::to_string(bytes) + "B";
 }
 

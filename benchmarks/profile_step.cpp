@@ -2,10 +2,11 @@
 // counts are repeatable on this machine; perf has no hardware counters). Setup and a warm-up
 // step run uninstrumented; only the measured steps are collected:
 //
-//   valgrind --tool=callgrind --instr-atstart=no build-bench/benchmarks/profile_step executor chain add 10000 5
-//   valgrind --tool=callgrind --instr-atstart=no build-bench/benchmarks/profile_step fetch 16777216 3
-//   valgrind --tool=callgrind --instr-atstart=no build-bench/benchmarks/profile_step step 1048576 5
-//   valgrind --tool=callgrind --instr-atstart=no build-bench/benchmarks/profile_step add 1048576 5
+//   valgrind --tool=callgrind --instr-atstart=no build-bench/benchmarks/profile_step executor chain
+//   add 10000 5 valgrind --tool=callgrind --instr-atstart=no build-bench/benchmarks/profile_step
+//   fetch 16777216 3 valgrind --tool=callgrind --instr-atstart=no
+//   build-bench/benchmarks/profile_step step 1048576 5 valgrind --tool=callgrind --instr-atstart=no
+//   build-bench/benchmarks/profile_step add 1048576 5
 //
 // Without valgrind it prints wall time, minor page faults and context switches per step. For
 // fetch/step only this (worker) process is profiled; the ps is a bench_ps child, whose faults
@@ -16,10 +17,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <psflow/psflow.hpp>
 #include <string>
 #include <vector>
-
-#include <psflow/psflow.hpp>
 #if __has_include(<psflow/runtime/kernels/training_kernels.hpp>)
 #include <psflow/graph/training_ops.hpp>
 #include <psflow/runtime/kernels/training_kernels.hpp>
@@ -46,20 +46,24 @@ void measure(const std::string& what, int steps, double units_per_step, const ch
   CALLGRIND_START_INSTRUMENTATION;
   for (int i = 0; i < steps; ++i) one();
   CALLGRIND_STOP_INSTRUMENTATION;
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
-  std::printf("%s: %.1f us per step, %.1f ns per %s; per step: %.1f minor faults, %.1f context switches here",
-              what.c_str(), s * 1e6, s * 1e9 / units_per_step, unit,
-              static_cast<double>(bench::minor_faults() - faults0) / steps,
-              static_cast<double>(bench::context_switches() - switches0) / steps);
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+  std::printf(
+      "%s: %.1f us per step, %.1f ns per %s; per step: %.1f minor faults, %.1f context switches "
+      "here",
+      what.c_str(), s * 1e6, s * 1e9 / units_per_step, unit,
+      static_cast<double>(bench::minor_faults() - faults0) / steps,
+      static_cast<double>(bench::context_switches() - switches0) / steps);
   if (!peer.empty())
     std::printf("; %.1f minor faults, %.1f context switches in the ps",
                 static_cast<double>(bench::minor_faults(peer) - peer_faults0) / steps,
                 static_cast<double>(bench::context_switches(peer) - peer_switches0) / steps);
-  std::printf(" (%d steps measured; divide callgrind's total by %.0f for instructions per %s)\n", steps,
-              steps * units_per_step, unit);
+  std::printf(" (%d steps measured; divide callgrind's total by %.0f for instructions per %s)\n",
+              steps, steps * units_per_step, unit);
 }
 
-int executor(const std::string& shape, const std::string& op, int n, int steps, std::size_t threads) {
+int executor(const std::string& shape, const std::string& op, int n, int steps,
+             std::size_t threads) {
   Graph g;
   const Output source = ops::constant(g, Tensor(1.0f), "source");
   const Output one = ops::constant(g, Tensor(1.0f), "one");
@@ -74,8 +78,8 @@ int executor(const std::string& shape, const std::string& op, int n, int steps, 
     fetch = ops::add_n(ys);
   }
   Session sess(g, SessionOptions{threads});
-  measure("executor " + shape + " " + op + " (" + std::to_string(threads) + " thread(s))", steps, n, "op",
-          [&] { sess.run({fetch}); });
+  measure("executor " + shape + " " + op + " (" + std::to_string(threads) + " thread(s))", steps, n,
+          "op", [&] { sess.run({fetch}); });
   return 0;
 }
 
@@ -105,14 +109,15 @@ int matmul(std::size_t n, int steps) {
 
 int network(const std::string& what, std::uint64_t bytes, int steps) {
   bench::TempDir logs("bench-profile");
-  bench::Child ps({PSFLOW_BENCH_PS_BINARY, "--ps_hosts=127.0.0.1:0", "--worker_hosts=127.0.0.1:0", "--job_name=ps",
-                   "--task_index=0"},
+  bench::Child ps({PSFLOW_BENCH_PS_BINARY, "--ps_hosts=127.0.0.1:0", "--worker_hosts=127.0.0.1:0",
+                   "--job_name=ps", "--task_index=0"},
                   logs / "ps");
   const std::string port = ps.wait_for_value("PORT", 30s);
   ServerOptions options;
   options.log = false;
   options.step_timeout = 600s;  // callgrind is slow, but every run stays bounded
-  Server worker(ClusterSpec({{"ps", {"127.0.0.1:" + port}}, {"worker", {"127.0.0.1:0"}}}), "worker", 0, options);
+  Server worker(ClusterSpec({{"ps", {"127.0.0.1:" + port}}, {"worker", {"127.0.0.1:0"}}}), "worker",
+                0, options);
   {
     Graph g;
     const std::size_t n = bytes / 4;
@@ -140,11 +145,13 @@ int network(const std::string& what, std::uint64_t bytes, int steps) {
     sess.run(global_variables_initializer(g));
     const FeedMap feeds{{grad, Tensor::filled(0.5f, {n})}};
     if (what == "fetch")
-      measure("fetch " + bench::size_label(bytes), steps, static_cast<double>(bytes), "byte",
-              [&] { sess.run({var.value()}); }, std::to_string(ps.pid()));
+      measure(
+          "fetch " + bench::size_label(bytes), steps, static_cast<double>(bytes), "byte",
+          [&] { sess.run({var.value()}); }, std::to_string(ps.pid()));
     else
-      measure("ps step " + bench::size_label(bytes), steps, static_cast<double>(bytes), "byte",
-              [&] { sess.run({update}, feeds); }, std::to_string(ps.pid()));
+      measure(
+          "ps step " + bench::size_label(bytes), steps, static_cast<double>(bytes), "byte",
+          [&] { sess.run({update}, feeds); }, std::to_string(ps.pid()));
   }
   worker.stop_job("ps", 5s);
   ps.wait_for(10s);
@@ -160,7 +167,8 @@ int ping(int steps) {
     bench::RawClient echo(port);
     echo.start_echo();
     std::uint32_t value = 1;
-    measure("raw ping-pong 4B", steps, 4, "byte", [&] { echo.ping(value); }, std::to_string(raw.pid()));
+    measure(
+        "raw ping-pong 4B", steps, 4, "byte", [&] { echo.ping(value); }, std::to_string(raw.pid()));
   }
   bench::RawClient(port).quit();
   raw.wait_for(10s);
@@ -174,16 +182,19 @@ int main(int argc, char** argv) {
   try {
     const std::vector<std::string> a(argv + 1, argv + argc);
     if ((a.size() == 5 || a.size() == 6) && a[0] == "executor")
-      return executor(a[1], a[2], std::stoi(a[3]), std::stoi(a[4]), a.size() == 6 ? std::stoul(a[5]) : 1);
+      return executor(a[1], a[2], std::stoi(a[3]), std::stoi(a[4]),
+                      a.size() == 6 ? std::stoul(a[5]) : 1);
     if (a.size() == 3 && a[0] == "matmul") return matmul(std::stoull(a[1]), std::stoi(a[2]));
     if (a.size() == 2 && a[0] == "ping") return ping(std::stoi(a[1]));
     if (a.size() == 3 && a[0] == "add") return add(std::stoull(a[1]), std::stoi(a[2]));
-    if (a.size() == 3 && (a[0] == "fetch" || a[0] == "step")) return network(a[0], std::stoull(a[1]), std::stoi(a[2]));
-    std::cerr << "usage: profile_step executor <chain|fanout> <identity|add> <n> <steps> [threads]\n"
-                 "       profile_step add <elements> <steps>\n"
-                 "       profile_step matmul <n> <steps>\n"
-                 "       profile_step <fetch|step> <bytes> <steps>\n"
-                 "       profile_step ping <steps>   (raw_peer 4-byte ping-pong, the baseline)\n";
+    if (a.size() == 3 && (a[0] == "fetch" || a[0] == "step"))
+      return network(a[0], std::stoull(a[1]), std::stoi(a[2]));
+    std::cerr
+        << "usage: profile_step executor <chain|fanout> <identity|add> <n> <steps> [threads]\n"
+           "       profile_step add <elements> <steps>\n"
+           "       profile_step matmul <n> <steps>\n"
+           "       profile_step <fetch|step> <bytes> <steps>\n"
+           "       profile_step ping <steps>   (raw_peer 4-byte ping-pong, the baseline)\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "profile_step: " << e.what() << "\n";

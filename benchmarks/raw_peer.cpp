@@ -9,6 +9,7 @@
 //   raw_peer --client --port=P --bytes=N --fetches=K
 //       fetches N bytes K times into one reused buffer, then prints "PEAK_RSS <bytes>"
 //       (the baseline worker of the memory benchmark).
+#include <boost/asio.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,8 +18,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <boost/asio.hpp>
 
 #include "bench_support.hpp"
 
@@ -31,7 +30,8 @@ namespace {
 std::string flag(int argc, char** argv, const std::string& name, const std::string& fallback = "") {
   const std::string prefix = "--" + name + "=";
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]).rfind(prefix, 0) == 0) return std::string(argv[i]).substr(prefix.size());
+    if (std::string(argv[i]).rfind(prefix, 0) == 0)
+      return std::string(argv[i]).substr(prefix.size());
   return fallback;
 }
 bool has_flag(int argc, char** argv, const std::string& name) {
@@ -126,8 +126,10 @@ int main(int argc, char** argv) {
       return serve(std::stoull(flag(argc, argv, "max_bytes", std::to_string(256ull << 20))));
     if (has_flag(argc, argv, "client"))
       return client(static_cast<unsigned short>(std::stoul(flag(argc, argv, "port"))),
-                    std::stoull(flag(argc, argv, "bytes")), std::stoi(flag(argc, argv, "fetches", "1")));
-    std::cerr << "usage: raw_peer --serve [--max_bytes=N] | --client --port=P --bytes=N [--fetches=K]\n";
+                    std::stoull(flag(argc, argv, "bytes")),
+                    std::stoi(flag(argc, argv, "fetches", "1")));
+    std::cerr
+        << "usage: raw_peer --serve [--max_bytes=N] | --client --port=P --bytes=N [--fetches=K]\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "raw_peer: " << e.what() << "\n";

@@ -1,7 +1,6 @@
 // A plain psflow task for multi-process tests: serves its cluster address until told to stop.
 //   psflow_task --ps_hosts=... --worker_hosts=... --job_name=ps --task_index=0
 #include <iostream>
-
 #include <psflow/psflow.hpp>
 
 int main(int argc, char** argv) {

@@ -27,7 +27,9 @@ namespace {
 
 std::string read_bytes(const std::string& path) { return psflow::testing::read_file(path); }
 
-void write_bytes(const std::string& path, const std::string& bytes) { psflow::testing::write_file(path, bytes); }
+void write_bytes(const std::string& path, const std::string& bytes) {
+  psflow::testing::write_file(path, bytes);
+}
 
 train::CheckpointTensors sample_tensors() {
   const float inf = std::numeric_limits<float>::infinity();

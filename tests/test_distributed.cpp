@@ -1,9 +1,8 @@
 // The distributed runtime with real processes on 127.0.0.1: ps tasks run as separate
 // processes (tests/psflow_task.cpp, or the demo itself), workers as Servers in this process.
 // Every wait is bounded; each test kills only the processes it started.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -27,7 +26,9 @@ namespace {
 
 using Cluster = psflow::testing::LocalCluster;
 
-Tensor f32(std::vector<float> values, Shape shape) { return Tensor::from_vector(values, std::move(shape)); }
+Tensor f32(std::vector<float> values, Shape shape) {
+  return Tensor::from_vector(values, std::move(shape));
+}
 
 }  // namespace
 
@@ -38,7 +39,8 @@ TEST_CASE("the seed's graph runs across a ps process and a worker, and the ps st
   Output add, mul, div;
   Variable w, b;
   {
-    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
     w = get_variable(g, "w", {2, 2}, constant_initializer(2));
     b = get_variable(g, "b", {2, 2}, constant_initializer(5));
     add = w + b;
@@ -67,7 +69,9 @@ TEST_CASE("the seed's graph runs across a ps process and a worker, and the ps st
   CHECK(cluster.ps[0]->exit_code() == 0);
 }
 
-TEST_CASE("2 ps + 2 workers: variables spread over both ps, and one worker's update is seen by the other") {
+TEST_CASE(
+    "2 ps + 2 workers: variables spread over both ps, and one worker's update is seen by the "
+    "other") {
   Cluster cluster(2, 2);
   Server worker0(cluster.spec(), "worker", 0, cluster.quiet());
   Server worker1(cluster.spec(), "worker", 1, cluster.quiet());
@@ -78,7 +82,8 @@ TEST_CASE("2 ps + 2 workers: variables spread over both ps, and one worker's upd
     Variable big, small_a, small_b;
     Output bump;
     Model(const ClusterSpec& spec, int task, bool greedy) {
-      train::ReplicaDeviceSetterOptions options{.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = spec};
+      train::ReplicaDeviceSetterOptions options{
+          .worker_device = "/job:worker/task:" + std::to_string(task), .cluster = spec};
       if (greedy) options.ps_strategy = train::greedy_load_balancing_strategy(2);
       auto placement = g.device(train::replica_device_setter(options));
       big = get_variable(g, "big", {100, 10}, constant_initializer(1));
@@ -118,9 +123,11 @@ TEST_CASE("concurrent assign_add from two workers loses no update") {
   Server worker0(cluster.spec(), "worker", 0, cluster.quiet());
   Server worker1(cluster.spec(), "worker", 1, cluster.quiet());
   auto build = [&](Graph& g, int task) {
-    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster.spec()}));
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster.spec()}));
     Variable counter = get_variable(g, "counter", {4}, zeros_initializer(), DType::int64);
-    return std::make_pair(counter, counter.assign_add(ops::constant(g, Tensor::filled(std::int64_t{1}, {4}))));
+    return std::make_pair(
+        counter, counter.assign_add(ops::constant(g, Tensor::filled(std::int64_t{1}, {4}))));
   };
   Graph g0, g1;
   auto [counter0, bump0] = build(g0, 0);
@@ -144,7 +151,8 @@ TEST_CASE("a worker started before its ps waits for it, then runs") {
   Graph g;
   Variable v;
   {
-    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
     v = get_variable(g, "v", {3}, constant_initializer(7));
   }
   std::thread late_start([&] {
@@ -164,7 +172,8 @@ TEST_CASE("a ps killed mid-run gives Unavailable naming it, within the deadline"
   Graph g;
   Output doubled;
   {
-    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
     Variable v = get_variable(g, "v", {3}, constant_initializer(1));
     doubled = v * 2.0;
   }
@@ -191,7 +200,8 @@ TEST_CASE("garbage on a server's port closes only that connection") {
   Graph g;
   Output doubled;
   {
-    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
     Variable v = get_variable(g, "v", {3}, constant_initializer(1));
     doubled = v * 2.0;
   }
@@ -201,8 +211,9 @@ TEST_CASE("garbage on a server's port closes only that connection") {
   namespace asio = boost::asio;
   asio::io_context io;
   const auto colon = cluster.ps_hosts[0].rfind(':');
-  const asio::ip::tcp::endpoint ps_endpoint(asio::ip::make_address("127.0.0.1"),
-                                            static_cast<unsigned short>(std::stoi(cluster.ps_hosts[0].substr(colon + 1))));
+  const asio::ip::tcp::endpoint ps_endpoint(
+      asio::ip::make_address("127.0.0.1"),
+      static_cast<unsigned short>(std::stoi(cluster.ps_hosts[0].substr(colon + 1))));
   auto send_raw = [&](const std::string& bytes) {
     asio::ip::tcp::socket socket(io);
     socket.connect(ps_endpoint);
@@ -211,8 +222,8 @@ TEST_CASE("garbage on a server's port closes only that connection") {
     // The server either closes on us or waits for more; give it a moment, then hang up.
     std::this_thread::sleep_for(50ms);
   };
-  auto header = [](wire::MessageType type, std::uint32_t metadata, std::uint32_t table, std::uint64_t payload,
-                   std::uint32_t tensors) {
+  auto header = [](wire::MessageType type, std::uint32_t metadata, std::uint32_t table,
+                   std::uint64_t payload, std::uint32_t tensors) {
     wire::FrameHeader h;
     h.type = type;
     h.metadata_bytes = metadata;
@@ -226,9 +237,9 @@ TEST_CASE("garbage on a server's port closes only that connection") {
   std::mt19937 rng(7);
   std::string random_bytes(4096, '\0');
   for (auto& c : random_bytes) c = static_cast<char>(rng());
-  send_raw(random_bytes);                                                              // not a frame at all
-  send_raw(header(wire::MessageType::register_graph, 0xFFFFFFFFu, 0, 0, 0));          // huge metadata
-  send_raw(header(wire::MessageType::tensor, 8, 0, std::uint64_t{1} << 62, 1));          // huge payload
+  send_raw(random_bytes);                                                     // not a frame at all
+  send_raw(header(wire::MessageType::register_graph, 0xFFFFFFFFu, 0, 0, 0));  // huge metadata
+  send_raw(header(wire::MessageType::tensor, 8, 0, std::uint64_t{1} << 62, 1));  // huge payload
   {
     std::string table;
     table.push_back(static_cast<char>(DType::float32));
@@ -236,10 +247,12 @@ TEST_CASE("garbage on a server's port closes only that connection") {
     const std::uint64_t dim = std::uint64_t{1} << 40;
     table.append(reinterpret_cast<const char*>(&dim), 8);
     table.append(reinterpret_cast<const char*>(&dim), 8);
-    send_raw(header(wire::MessageType::tensor, 0, static_cast<std::uint32_t>(table.size()), 64, 1) + table);  // huge tensor
+    send_raw(header(wire::MessageType::tensor, 0, static_cast<std::uint32_t>(table.size()), 64, 1) +
+             table);  // huge tensor
   }
-  send_raw(header(wire::MessageType::run_graph, 100, 0, 0, 0) + "truncated");            // truncated frame
-  send_raw(header(wire::MessageType::register_graph, 64, 0, 0, 0) + std::string(64, '\x7f'));  // garbage metadata
+  send_raw(header(wire::MessageType::run_graph, 100, 0, 0, 0) + "truncated");  // truncated frame
+  send_raw(header(wire::MessageType::register_graph, 64, 0, 0, 0) +
+           std::string(64, '\x7f'));  // garbage metadata
 
   for (int i = 0; i < 3; ++i) CHECK(sess.run({doubled})[0].equals(Tensor::filled(2.0f, {3})));
   CHECK(cluster.ps[0]->running());
@@ -254,7 +267,8 @@ TEST_CASE("an error on the ps reaches the worker typed, naming the task and the 
   Output quotient;
   {
     auto on_ps = g.device("/job:ps/task:0");
-    quotient = ops::constant(g, Tensor(std::int32_t{1}), "one") / ops::constant(g, Tensor(std::int32_t{0}), "zero");
+    quotient = ops::constant(g, Tensor(std::int32_t{1}), "one") /
+               ops::constant(g, Tensor(std::int32_t{0}), "zero");
   }
   Session sess(g, worker.target());
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -262,8 +276,8 @@ TEST_CASE("an error on the ps reaches the worker typed, naming the task and the 
       sess.run({quotient});
       FAIL("integer division by zero must fail");
     } catch (const InvalidArgument& e) {
-      CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0") && Catch::Contains("truediv") &&
-                               Catch::Contains("division by zero"));
+      CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0") &&
+                               Catch::Contains("truediv") && Catch::Contains("division by zero"));
     }
   }
   // An op asking for a device the cluster does not have is refused before anything runs.
@@ -272,8 +286,9 @@ TEST_CASE("an error on the ps reaches the worker typed, naming the task and the 
     auto nowhere = g.device("/job:ps/task:5");
     misplaced = ops::constant(g, Tensor(1.0f), "misplaced") * 2.0;
   }
-  CHECK_THROWS_WITH(sess.run({misplaced}), Catch::Contains("misplaced") && Catch::Contains("/job:ps/task:5") &&
-                                               Catch::Contains("/job:ps/replica:0/task:0/device:CPU:0"));
+  CHECK_THROWS_WITH(sess.run({misplaced}),
+                    Catch::Contains("misplaced") && Catch::Contains("/job:ps/task:5") &&
+                        Catch::Contains("/job:ps/replica:0/task:0/device:CPU:0"));
   worker.stop_job("ps");
 }
 
@@ -299,7 +314,8 @@ TEST_CASE("a corrupt checkpoint in the logdir gives DataLoss naming the file") {
   Server worker(cluster.spec(), "worker", 0, cluster.quiet());
   TempDir logdir("corrupt");
   auto build = [&](Graph& g) {
-    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
     return get_variable(g, "w", {2, 2}, constant_initializer(2));
   };
   {
@@ -334,18 +350,25 @@ TEST_CASE("a corrupt checkpoint in the logdir gives DataLoss naming the file") {
 }
 
 TEST_CASE("the add/mul/div demo: ps and worker processes print the seed's output, then restore") {
-  if (std::string(PSFLOW_DEMO_BINARY).empty()) FAIL("configure with PSFLOW_BUILD_EXAMPLES=ON to run the demo test");
+  if (std::string(PSFLOW_DEMO_BINARY).empty())
+    FAIL("configure with PSFLOW_BUILD_EXAMPLES=ON to run the demo test");
   TempDir dir("demo");
   const std::string ps_host = loopback(reserve_port()), worker_host = loopback(reserve_port());
-  std::ifstream expected_file(std::string(PSFLOW_SOURCE_DIR) + "/examples/add_mul_div/expected_output.txt");
-  const std::string expected((std::istreambuf_iterator<char>(expected_file)), std::istreambuf_iterator<char>());
+  std::ifstream expected_file(std::string(PSFLOW_SOURCE_DIR) +
+                              "/examples/add_mul_div/expected_output.txt");
+  const std::string expected((std::istreambuf_iterator<char>(expected_file)),
+                             std::istreambuf_iterator<char>());
   auto run_demo = [&](int round) {
     auto args = [&](const std::string& job) {
-      return std::vector<std::string>{PSFLOW_DEMO_BINARY, "--job_name=" + job, "--ps_hosts=" + ps_host,
-                                      "--worker_hosts=" + worker_host, "--logdir=" + (dir / "simple_log"),
+      return std::vector<std::string>{PSFLOW_DEMO_BINARY,
+                                      "--job_name=" + job,
+                                      "--ps_hosts=" + ps_host,
+                                      "--worker_hosts=" + worker_host,
+                                      "--logdir=" + (dir / "simple_log"),
                                       "--interval_ms=20"};
     };
-    ChildProcess worker(args("worker"), dir / ("worker" + std::to_string(round)));  // worker first: it waits
+    ChildProcess worker(args("worker"),
+                        dir / ("worker" + std::to_string(round)));  // worker first: it waits
     ChildProcess ps(args("ps"), dir / ("ps" + std::to_string(round)));
     REQUIRE(worker.wait_for(60s));
     REQUIRE(ps.wait_for(20s));
@@ -359,7 +382,8 @@ TEST_CASE("the add/mul/div demo: ps and worker processes print the seed's output
   CHECK_THAT(run_demo(2), Catch::Contains("restoring the model from"));
 }
 
-TEST_CASE("a server listens on exactly its cluster address: port 0 picks one, a taken port is named") {
+TEST_CASE(
+    "a server listens on exactly its cluster address: port 0 picks one, a taken port is named") {
   const std::string taken = loopback(reserve_port());
   ServerOptions options;
   options.log = false;
@@ -396,18 +420,21 @@ TEST_CASE("a session contacts only the tasks its graph uses") {
   sess.run(global_variables_initializer(g));
   CHECK(sess.run({on_ps0.value() * 2.0})[0].equals(Tensor::filled(6.0f, {2})));
   // Only a run that needs ps1 waits for it, and gives up naming it.
-  CHECK_THROWS_WITH(sess.run({uses_ps1}), Catch::Contains("could not reach /job:ps/replica:0/task:1"));
+  CHECK_THROWS_WITH(sess.run({uses_ps1}),
+                    Catch::Contains("could not reach /job:ps/replica:0/task:1"));
   worker.stop_job("ps", 1s);
 }
 
-TEST_CASE("a restarted ps is a new incarnation: runs fail Aborted, never read its fresh variables") {
+TEST_CASE(
+    "a restarted ps is a new incarnation: runs fail Aborted, never read its fresh variables") {
   Cluster cluster(1, 1);
   Server worker(cluster.spec(), "worker", 0, cluster.quiet(std::chrono::seconds(5)));
   Graph g;
   Variable w;
   Output doubled;
   {
-    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
     w = get_variable(g, "w", {2}, constant_initializer(3));
     doubled = w.value() * ops::constant(g, Tensor(2.0f));
   }
@@ -441,7 +468,9 @@ TEST_CASE("a restarted ps is a new incarnation: runs fail Aborted, never read it
   worker.stop_job("ps");
 }
 
-TEST_CASE("a ps killed while the master waits to reach another ps fails the step typed, and the worker stays usable") {
+TEST_CASE(
+    "a ps killed while the master waits to reach another ps fails the step typed, and the worker "
+    "stays usable") {
   // ps0's partition waits for a tensor from the worker, whose own partition starts only once the
   // master has sent the step to every ps; ps1 is down, so the master is still trying to reach it
   // when ps0 is killed. ps0's failed reply then fails the step on the worker's I/O thread, which
@@ -533,7 +562,8 @@ TEST_CASE("a ps killed while the master waits to reach another ps fails the step
   CHECK(worker->stopped());
 }
 
-TEST_CASE("a blocking Server call on the server's own I/O thread throws Internal instead of hanging") {
+TEST_CASE(
+    "a blocking Server call on the server's own I/O thread throws Internal instead of hanging") {
   Cluster cluster(1, 1);
   Server worker(cluster.spec(), "worker", 0, cluster.quiet());
   const std::string ps = "/job:ps/replica:0/task:0";
@@ -554,7 +584,9 @@ TEST_CASE("a blocking Server call on the server's own I/O thread throws Internal
       }
     };
     attempt("connect", [&] { worker.connect(ps); });
-    attempt("call", [&] { worker.call(ps, wire::make_frame(wire::MessageType::ping, wire::Handle{}), 1s); });
+    attempt("call", [&] {
+      worker.call(ps, wire::make_frame(wire::MessageType::ping, wire::Handle{}), 1s);
+    });
     attempt("peer_incarnation", [&] { worker.peer_incarnation(ps); });
     attempt("stop_task", [&] { worker.stop_task("ps", 0, 1s); });
     attempt("stop_job", [&] { worker.stop_job("ps", 1s); });
@@ -563,7 +595,8 @@ TEST_CASE("a blocking Server call on the server's own I/O thread throws Internal
   REQUIRE(refused.wait_for(30s) == std::future_status::ready);
   const std::vector<std::string> messages = refused.get();
   CHECK(messages.size() == 5);
-  for (const auto& m : messages) CHECK_THAT(m, Catch::Contains("called on the I/O thread of /job:worker/replica:0/task:0"));
+  for (const auto& m : messages)
+    CHECK_THAT(m, Catch::Contains("called on the I/O thread of /job:worker/replica:0/task:0"));
   // From a user thread the same calls work.
   CHECK(worker.connect(ps)->is_open());
   CHECK(worker.peer_incarnation(ps) != 0);
@@ -585,7 +618,8 @@ std::string frame_bytes(const wire::Frame& frame) {
   std::string bytes(wire::kHeaderBytes, '\0');
   wire::encode_header(h, reinterpret_cast<unsigned char*>(bytes.data()));
   bytes += frame.metadata + table;
-  for (const Tensor& t : frame.tensors) bytes.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+  for (const Tensor& t : frame.tensors)
+    bytes.append(static_cast<const char*>(t.raw_data()), t.nbytes());
   return bytes;
 }
 }  // namespace

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "trainer/fashion_mnist.hpp"
 #include "support/temp_dir.hpp"
+#include "trainer/fashion_mnist.hpp"
 
 namespace fs = std::filesystem;
 
@@ -202,8 +202,7 @@ TEST_CASE(
     REQUIRE(real.size() > 1000);
     write_bytes(images, std::vector<char>(real.begin(), real.end() - 1000));
     fs::copy_file(kDir + "/t10k-labels-idx1-ubyte.gz", labels);
-    CHECK_THROWS_AS(fashion_mnist::load(tmp.path(), fashion_mnist::Split::test),
-                    psflow::DataLoss);
+    CHECK_THROWS_AS(fashion_mnist::load(tmp.path(), fashion_mnist::Split::test), psflow::DataLoss);
     CHECK_THROWS_WITH(fashion_mnist::load(tmp.path(), fashion_mnist::Split::test),
                       Catch::Contains(images));
   }

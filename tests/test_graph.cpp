@@ -7,7 +7,9 @@
 using namespace psflow;
 
 namespace {
-Output const_f(Graph& g, float v = 1.0f, std::string_view name = "") { return ops::constant(g, Tensor(v), name); }
+Output const_f(Graph& g, float v = 1.0f, std::string_view name = "") {
+  return ops::constant(g, Tensor(v), name);
+}
 }  // namespace
 
 TEST_CASE("default names are unique like TF's: add, add_1, add_2") {
@@ -180,7 +182,8 @@ TEST_CASE("build-time errors name the op, its inputs and their shapes") {
   Output x = ops::placeholder(g, DType::float32, {2, 3}, "x");
   Output y = ops::placeholder(g, DType::float32, {4}, "y");
   Output i = ops::placeholder(g, DType::int32, {2, 3}, "i");
-  CHECK_THROWS_WITH(x + y, Catch::Contains("'x:0' float32[2,3]") && Catch::Contains("'y:0' float32[4]"));
+  CHECK_THROWS_WITH(x + y,
+                    Catch::Contains("'x:0' float32[2,3]") && Catch::Contains("'y:0' float32[4]"));
   CHECK_THROWS_AS(x + y, InvalidArgument);
   CHECK_THROWS_WITH(x * i, Catch::Contains("same dtype") && Catch::Contains("'i:0' int32[2,3]"));
   CHECK_THROWS_WITH(ops::matmul(x, x), Catch::Contains("inner dimensions"));
@@ -201,7 +204,8 @@ TEST_CASE("shapes are inferred at build time, with -1 for unknown dimensions") {
   CHECK(ops::reduce_sum(logits, {0}).shape() == PartialShape::of({10}));
   CHECK(ops::reduce_sum(logits, {1}, true).shape() == PartialShape::of({-1, 1}));
   CHECK(ops::reshape(w, {-1}).shape() == PartialShape::of({7840}));
-  CHECK((logits + ops::constant(g, Tensor::filled(1.0f, {10}))).shape() == PartialShape::of({-1, 10}));
+  CHECK((logits + ops::constant(g, Tensor::filled(1.0f, {10}))).shape() ==
+        PartialShape::of({-1, 10}));
   CHECK(logits.dtype() == DType::float32);
 }
 

@@ -1,7 +1,6 @@
 // MonitoredTrainingSession with real ps processes: hooks, a shared stop step, a non-chief
 // waiting for the chief, and recovery when the ps is killed and restarted.
 #include <catch2/catch.hpp>
-
 #include <thread>
 
 #include "psflow/psflow.hpp"
@@ -28,7 +27,8 @@ struct CounterModel {
   Variable global_step, w;
   Operation train_op;
   CounterModel(const ClusterSpec& cluster, int task) {
-    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster}));
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster}));
     global_step = train::get_or_create_global_step(g);
     w = get_variable(g, "w", {2}, zeros_initializer());
     Output add_w = w.assign_add(ops::constant(g, Tensor::filled(1.0f, {2})));
@@ -37,7 +37,8 @@ struct CounterModel {
   }
 };
 
-train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool chief, std::int64_t last_step) {
+train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool chief,
+                                                   std::int64_t last_step) {
   train::MonitoredTrainingSessionOptions o;
   o.master = server.target();
   o.is_chief = chief;
@@ -53,7 +54,8 @@ train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool ch
 
 TEST_CASE("StopAtStepHook stops every worker at the shared global step") {
   PsCluster cluster(2);
-  Server w0(cluster.spec(), "worker", 0, cluster.quiet()), w1(cluster.spec(), "worker", 1, cluster.quiet());
+  Server w0(cluster.spec(), "worker", 0, cluster.quiet()),
+      w1(cluster.spec(), "worker", 1, cluster.quiet());
   CounterModel m0(cluster.spec(), 0), m1(cluster.spec(), 1);
   train::MonitoredTrainingSession chief(m0.g, mts_options(w0, true, 60));
   std::atomic<int> other_steps{0};
@@ -79,12 +81,14 @@ TEST_CASE("StopAtStepHook stops every worker at the shared global step") {
 
 TEST_CASE("a non-chief started before the chief waits, then trains") {
   PsCluster cluster(2);
-  Server w0(cluster.spec(), "worker", 0, cluster.quiet()), w1(cluster.spec(), "worker", 1, cluster.quiet());
+  Server w0(cluster.spec(), "worker", 0, cluster.quiet()),
+      w1(cluster.spec(), "worker", 1, cluster.quiet());
   CounterModel m0(cluster.spec(), 0), m1(cluster.spec(), 1);
   std::atomic<bool> non_chief_ready{false};
   std::int64_t seen_by_non_chief = -1;
   std::thread non_chief([&] {
-    train::MonitoredTrainingSession sess(m1.g, mts_options(w1, false, 1000));  // waits for the chief
+    train::MonitoredTrainingSession sess(m1.g,
+                                         mts_options(w1, false, 1000));  // waits for the chief
     non_chief_ready = true;
     sess.run(m1.train_op);
     seen_by_non_chief = sess.raw_session().run({m1.w.value()})[0].values<float>()[0];
@@ -109,7 +113,9 @@ TEST_CASE("a non-chief whose chief never comes gives up with DeadlineExceeded na
   w1.stop_job("ps");
 }
 
-TEST_CASE("after the ps is killed and restarted, the chief restores its checkpoint and training continues") {
+TEST_CASE(
+    "after the ps is killed and restarted, the chief restores its checkpoint and training "
+    "continues") {
   PsCluster cluster(1);
   TempDir checkpoints("mts-ckpt");
   Server w0(cluster.spec(), "worker", 0, cluster.quiet());

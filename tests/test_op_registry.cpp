@@ -2,7 +2,6 @@
 // the table, and the gradient status the table says; a family that forgets one of its pieces
 // (docs/adding-an-op.md) fails here.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <map>
 #include <sstream>

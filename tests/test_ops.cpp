@@ -1,9 +1,8 @@
 // Op values and build-time inference: every op is built into a Graph, run in a Session and
 // compared with the same computation done directly in xtensor (or with plain loops where
 // xtensor has no direct equivalent, e.g. MatMul without xtensor-blas).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -12,7 +11,6 @@
 #include <string>
 #include <type_traits>
 #include <vector>
-
 #include <xtensor/xarray.hpp>
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xmath.hpp>
@@ -79,9 +77,12 @@ Output constant(Graph& g, const xt::xarray<T>& value, std::string_view name = ""
 // Default relative tolerance per element type (integers compare exactly).
 template <class T>
 constexpr double default_tolerance() {
-  if constexpr (std::is_same_v<T, float>) return 1e-5;
-  else if constexpr (std::is_same_v<T, double>) return 1e-12;
-  else return 0.0;
+  if constexpr (std::is_same_v<T, float>)
+    return 1e-5;
+  else if constexpr (std::is_same_v<T, double>)
+    return 1e-12;
+  else
+    return 0.0;
 }
 
 template <class T>
@@ -98,15 +99,18 @@ bool close(T got, T want, double tol) {
 
 Shape shape_of(const auto& xarray) { return Shape(xarray.shape().begin(), xarray.shape().end()); }
 
-// "" when `got` has T's dtype, `want`'s shape and (within `tol`) its values; otherwise what differs.
+// "" when `got` has T's dtype, `want`'s shape and (within `tol`) its values; otherwise what
+// differs.
 template <class T>
-std::string mismatch(const Tensor& got, const xt::xarray<T>& want, double tol = default_tolerance<T>()) {
+std::string mismatch(const Tensor& got, const xt::xarray<T>& want,
+                     double tol = default_tolerance<T>()) {
   if (got.empty()) return "got an empty tensor";
   if (got.dtype() != psflow::dtype_of<T>())
     return "dtype " + std::string(psflow::dtype_name(got.dtype())) + ", want " +
            std::string(psflow::dtype_name(psflow::dtype_of<T>()));
   if (got.shape() != shape_of(want))
-    return "shape " + psflow::shape_string(got.shape()) + ", want " + psflow::shape_string(shape_of(want));
+    return "shape " + psflow::shape_string(got.shape()) + ", want " +
+           psflow::shape_string(shape_of(want));
   auto g = got.values<T>();
   std::size_t i = 0;
   for (auto it = want.begin(); it != want.end(); ++it, ++i) {
@@ -169,7 +173,8 @@ xt::xarray<T> scalar_array(T v) {
 
 // Reduction reference with xt::sum: floats accumulate in double, integer means truncate.
 template <class T>
-xt::xarray<T> reference_reduce(const xt::xarray<T>& a, std::vector<int> axes, bool keep_dims, bool mean) {
+xt::xarray<T> reference_reduce(const xt::xarray<T>& a, std::vector<int> axes, bool keep_dims,
+                               bool mean) {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
   const int rank = static_cast<int>(a.dimension());
   std::vector<std::size_t> ax;
@@ -181,9 +186,12 @@ xt::xarray<T> reference_reduce(const xt::xarray<T>& a, std::vector<int> axes, bo
   for (auto i : ax) count *= a.shape()[i];
   const xt::xarray<Acc> acc = xt::cast<Acc>(a);
   xt::xarray<Acc> sum;
-  if (ax.empty()) sum = acc;  // rank-0 input
-  else if (keep_dims) sum = xt::sum<Acc>(acc, ax, xt::keep_dims);
-  else sum = xt::sum<Acc>(acc, ax);
+  if (ax.empty())
+    sum = acc;  // rank-0 input
+  else if (keep_dims)
+    sum = xt::sum<Acc>(acc, ax, xt::keep_dims);
+  else
+    sum = xt::sum<Acc>(acc, ax);
   if (mean)
     for (auto& v : sum) v = v / static_cast<Acc>(count);
   return xt::cast<T>(sum);
@@ -204,11 +212,26 @@ struct BroadcastCase {
   Shape a, b;
 };
 const std::vector<BroadcastCase> kBroadcastCases = {
-    {{2, 3}, {2, 3}},       {{}, {2, 3}},        {{2, 3}, {}},        {{3, 1}, {1, 4}},
-    {{1, 4}, {3, 1}},       {{2, 3, 4}, {4}},    {{4}, {2, 3, 4}},    {{2, 1, 4}, {3, 1}},
-    {{3, 1}, {2, 1, 4}},    {{}, {}},            {{1}, {2, 2}},       {{5}, {1}},
-    {{2, 1, 3, 1}, {4, 1, 5}}, {{2, 3, 4}, {2, 1, 4}}, {{2, 3, 4}, {2, 3, 1}}, {{1, 1}, {1}},
-    {{2, 3, 1}, {1, 1, 4}},  {{3, 1, 1}, {1, 2, 1}}, {{0, 3}, {1, 3}},    {{2, 0}, {2, 1}},
+    {{2, 3}, {2, 3}},
+    {{}, {2, 3}},
+    {{2, 3}, {}},
+    {{3, 1}, {1, 4}},
+    {{1, 4}, {3, 1}},
+    {{2, 3, 4}, {4}},
+    {{4}, {2, 3, 4}},
+    {{2, 1, 4}, {3, 1}},
+    {{3, 1}, {2, 1, 4}},
+    {{}, {}},
+    {{1}, {2, 2}},
+    {{5}, {1}},
+    {{2, 1, 3, 1}, {4, 1, 5}},
+    {{2, 3, 4}, {2, 1, 4}},
+    {{2, 3, 4}, {2, 3, 1}},
+    {{1, 1}, {1}},
+    {{2, 3, 1}, {1, 1, 4}},
+    {{3, 1, 1}, {1, 2, 1}},
+    {{0, 3}, {1, 3}},
+    {{2, 0}, {2, 1}},
 };
 }  // namespace
 
@@ -257,8 +280,9 @@ TEMPLATE_TEST_CASE("add/sub/mul/div/maximum/minimum broadcast like numpy", "[ops
   }
 }
 
-TEMPLATE_TEST_CASE("a number on either side of an operator becomes a constant of the tensor's dtype",
-                   "[ops][binary]", float, double, std::int32_t, std::int64_t) {
+TEMPLATE_TEST_CASE(
+    "a number on either side of an operator becomes a constant of the tensor's dtype",
+    "[ops][binary]", float, double, std::int32_t, std::int64_t) {
   using T = TestType;
   const auto a = pattern<T>({2, 3}, 1, /*nonzero=*/true);
   Graph g;
@@ -307,7 +331,8 @@ TEMPLATE_TEST_CASE("integer division truncates toward zero and rejects division 
   CHECK_TENSOR(sess.run({q})[0], values<T>({8}, {-3, 3, 3, -3, 0, 0, 0, -3}));
   CHECK_TENSOR(sess.run({half})[0], values<T>({8}, {-3, 3, -3, 3, 0, 0, 0, 4}));
   CHECK_THAT(invalid_argument_message([&] { sess.run({by_zero}); }), Contains("division by zero"));
-  CHECK_THAT(invalid_argument_message([&] { sess.run({scalar_zero}); }), Contains("division by zero"));
+  CHECK_THAT(invalid_argument_message([&] { sess.run({scalar_zero}); }),
+             Contains("division by zero"));
 }
 
 TEMPLATE_TEST_CASE("floating division by zero gives inf and nan like numpy", "[ops][binary]", float,
@@ -322,8 +347,8 @@ TEMPLATE_TEST_CASE("floating division by zero gives inf and nan like numpy", "[o
 }
 
 // numpy's maximum/minimum return NaN when either side is NaN.
-TEMPLATE_TEST_CASE("maximum and minimum propagate NaN from either side like numpy",
-                   "[ops][binary]", float, double) {
+TEMPLATE_TEST_CASE("maximum and minimum propagate NaN from either side like numpy", "[ops][binary]",
+                   float, double) {
   using T = TestType;
   const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
   Graph g;
@@ -421,9 +446,9 @@ TEMPLATE_TEST_CASE("float-only functions reject integer inputs while the graph i
   const std::size_t before = g.num_nodes();
   for (const auto& [what, fn] : fns) {
     INFO(what);
-    CHECK_THAT(invalid_argument_message([&] { fn(x); }),
-               Contains("'x:0'") && Contains(std::string(type_name<T>()) + "[2,3]") &&
-                   Contains("float"));
+    CHECK_THAT(
+        invalid_argument_message([&] { fn(x); }),
+        Contains("'x:0'") && Contains(std::string(type_name<T>()) + "[2,3]") && Contains("float"));
   }
   CHECK(g.num_nodes() == before);  // a rejected op leaves no node behind
 }
@@ -431,8 +456,10 @@ TEMPLATE_TEST_CASE("float-only functions reject integer inputs while the graph i
 TEST_CASE("number ops reject bool inputs while the graph is built", "[ops][unary][inference]") {
   Graph g;
   const Output b = ops::constant(g, Tensor(xt::xarray<bool>{true, false}), "b");
-  CHECK_THAT(invalid_argument_message([&] { ops::neg(b); }), Contains("'b:0'") && Contains("bool[2]"));
-  CHECK_THAT(invalid_argument_message([&] { ops::add(b, b); }), Contains("'b:0'") && Contains("bool[2]"));
+  CHECK_THAT(invalid_argument_message([&] { ops::neg(b); }),
+             Contains("'b:0'") && Contains("bool[2]"));
+  CHECK_THAT(invalid_argument_message([&] { ops::add(b, b); }),
+             Contains("'b:0'") && Contains("bool[2]"));
   CHECK_THAT(invalid_argument_message([&] { ops::reduce_sum(b); }), Contains("'b:0'"));
 }
 
@@ -468,14 +495,15 @@ TEMPLATE_TEST_CASE("matmul with every transpose combination", "[ops][matmul]", f
                         Dims3{2, 3, 1}, Dims3{33, 17, 29}}) {
     for (const bool ta : {false, true}) {
       for (const bool tb : {false, true}) {
-        INFO(type_name<T>() << " m=" << d.m << " k=" << d.k << " n=" << d.n
-                            << " transpose_a=" << ta << " transpose_b=" << tb);
+        INFO(type_name<T>() << " m=" << d.m << " k=" << d.k << " n=" << d.n << " transpose_a=" << ta
+                            << " transpose_b=" << tb);
         const auto a = pattern<T>(ta ? Shape{d.k, d.m} : Shape{d.m, d.k}, 1);
         const auto b = pattern<T>(tb ? Shape{d.n, d.k} : Shape{d.k, d.n}, 4);
         Graph g;
         const Output c = ops::matmul(constant(g, a, "a"), constant(g, b, "b"), ta, tb);
         CHECK(c.dtype() == psflow::dtype_of<T>());
-        CHECK(c.shape() == PartialShape::of({static_cast<std::int64_t>(d.m), static_cast<std::int64_t>(d.n)}));
+        CHECK(c.shape() ==
+              PartialShape::of({static_cast<std::int64_t>(d.m), static_cast<std::int64_t>(d.n)}));
         Session sess(g);
         CHECK_TENSOR(sess.run({c})[0], reference_matmul(a, b, ta, tb));
       }
@@ -488,14 +516,16 @@ TEMPLATE_TEST_CASE("matmul with an empty dimension gives numpy's result", "[ops]
   using T = TestType;
   SECTION("inner dimension 0: a zero matrix") {
     Graph g;
-    const Output c = ops::matmul(constant(g, pattern<T>({2, 0}), "a"), constant(g, pattern<T>({0, 3}), "b"));
+    const Output c =
+        ops::matmul(constant(g, pattern<T>({2, 0}), "a"), constant(g, pattern<T>({0, 3}), "b"));
     CHECK(c.shape() == PartialShape::of({2, 3}));
     Session sess(g);
     CHECK_TENSOR(sess.run({c})[0], xt::xarray<T>(xt::zeros<T>({2, 3})));
   }
   SECTION("no rows: an empty matrix") {
     Graph g;
-    const Output c = ops::matmul(constant(g, pattern<T>({0, 4}), "a"), constant(g, pattern<T>({4, 3}), "b"));
+    const Output c =
+        ops::matmul(constant(g, pattern<T>({0, 4}), "a"), constant(g, pattern<T>({4, 3}), "b"));
     Session sess(g);
     CHECK_TENSOR(sess.run({c})[0], xt::xarray<T>::from_shape(Shape{0, 3}));
   }
@@ -504,8 +534,8 @@ TEMPLATE_TEST_CASE("matmul with an empty dimension gives numpy's result", "[ops]
 // ---------------------------------------------------------------------------------------------
 // Reductions
 
-TEMPLATE_TEST_CASE("reduce_sum and reduce_mean over any set of axes", "[ops][reduce]", float, double,
-                   std::int32_t, std::int64_t) {
+TEMPLATE_TEST_CASE("reduce_sum and reduce_mean over any set of axes", "[ops][reduce]", float,
+                   double, std::int32_t, std::int64_t) {
   using T = TestType;
   for (const Shape& shape : {Shape{}, Shape{5}, Shape{3, 4}, Shape{2, 3, 4}, Shape{2, 3, 2, 3},
                              Shape{1, 4, 1}, Shape{2, 3, 1}, Shape{3, 1, 2}}) {
@@ -555,14 +585,16 @@ TEMPLATE_TEST_CASE("reduce_sum and reduce_mean over any set of axes", "[ops][red
   }
 }
 
-TEMPLATE_TEST_CASE("integer reduce_mean truncates toward zero", "[ops][reduce]", std::int32_t, std::int64_t) {
+TEMPLATE_TEST_CASE("integer reduce_mean truncates toward zero", "[ops][reduce]", std::int32_t,
+                   std::int64_t) {
   using T = TestType;
   Graph g;
   const Output x = constant(g, values<T>({3, 2}, {1, 2, 3, 5, -3, -4}), "x");
   Session sess(g);
-  const auto got = sess.run({ops::reduce_mean(x, {1}), ops::reduce_mean(x), ops::reduce_mean(x, {0}, true)});
+  const auto got =
+      sess.run({ops::reduce_mean(x, {1}), ops::reduce_mean(x), ops::reduce_mean(x, {0}, true)});
   CHECK_TENSOR(got[0], values<T>({3}, {1, 4, -3}));
-  CHECK_TENSOR(got[1], scalar_array<T>(0));  // 4 / 6
+  CHECK_TENSOR(got[1], scalar_array<T>(0));         // 4 / 6
   CHECK_TENSOR(got[2], values<T>({1, 2}, {0, 1}));  // 1/3, 3/3
 }
 
@@ -615,7 +647,8 @@ TEST_CASE("writing into a fetched value changes no later result", "[ops][array]"
   }
 }
 
-TEMPLATE_TEST_CASE("fill, zeros and ones", "[ops][array]", float, double, std::int32_t, std::int64_t) {
+TEMPLATE_TEST_CASE("fill, zeros and ones", "[ops][array]", float, double, std::int32_t,
+                   std::int64_t) {
   using T = TestType;
   constexpr DType dt = psflow::dtype_of<T>();
   Graph g;
@@ -645,8 +678,8 @@ TEMPLATE_TEST_CASE("identity and reshape keep the elements", "[ops][array]", flo
     Shape want;
   };
   const std::vector<Case> cases = {
-      {{4, 6}, {4, 6}},   {{-1, 4}, {6, 4}},  {{2, -1}, {2, 12}}, {{24}, {24}},
-      {{-1}, {24}},       {{3, -1, 2}, {3, 4, 2}}, {{1, 24, 1}, {1, 24, 1}}, {{2, 3, 4}, {2, 3, 4}},
+      {{4, 6}, {4, 6}}, {{-1, 4}, {6, 4}},       {{2, -1}, {2, 12}},       {{24}, {24}},
+      {{-1}, {24}},     {{3, -1, 2}, {3, 4, 2}}, {{1, 24, 1}, {1, 24, 1}}, {{2, 3, 4}, {2, 3, 4}},
   };
   std::vector<Output> fetches = {ops::identity(x)};
   CHECK(fetches[0].shape() == PartialShape::of({2, 3, 4}));
@@ -695,13 +728,18 @@ TEST_CASE("placeholders take their values from the feeds", "[ops][array]") {
     CHECK_TENSOR(got[1], xt::xarray<float>(xt::reshape_view(v, Shape{rows * 3})));
     CHECK_TENSOR(got[2], v);
   }
-  CHECK_TENSOR(sess.run({q * 3.0}, {{q, Tensor(std::int32_t{-4})}})[0], scalar_array<std::int32_t>(-12));
+  CHECK_TENSOR(sess.run({q * 3.0}, {{q, Tensor(std::int32_t{-4})}})[0],
+               scalar_array<std::int32_t>(-12));
 
   SECTION("a missing or mismatched feed is an InvalidArgument naming the placeholder") {
     CHECK_THAT(invalid_argument_message([&] { sess.run({y}); }), Contains("'p'"));
-    CHECK_THAT(invalid_argument_message([&] { sess.run({y}, {{p, Tensor(pattern<float>({2, 4}))}}); }),
+    CHECK_THAT(invalid_argument_message([&] {
+                 sess.run({y}, {{p, Tensor(pattern<float>({2, 4}))}});
+               }),
                Contains("'p'") && Contains("[2,4]") && Contains("[?,3]"));
-    CHECK_THAT(invalid_argument_message([&] { sess.run({y}, {{p, Tensor(pattern<double>({2, 3}))}}); }),
+    CHECK_THAT(invalid_argument_message([&] {
+                 sess.run({y}, {{p, Tensor(pattern<double>({2, 3}))}});
+               }),
                Contains("'p'") && Contains("float64"));
   }
 }
@@ -720,20 +758,22 @@ xt::xarray<T> reference_softmax_xent(const xt::xarray<T>& labels, const xt::xarr
     for (std::size_t c = 0; c < classes; ++c) z += std::exp(static_cast<double>(logits(r, c)));
     double l = 0;
     for (std::size_t c = 0; c < classes; ++c)
-      l -= static_cast<double>(labels(r, c)) * std::log(std::exp(static_cast<double>(logits(r, c))) / z);
+      l -= static_cast<double>(labels(r, c)) *
+           std::log(std::exp(static_cast<double>(logits(r, c))) / z);
     loss(r) = static_cast<T>(l);
   }
   return loss;
 }
 }  // namespace
 
-TEMPLATE_TEST_CASE("softmax_cross_entropy_with_logits gives the loss per row", "[ops][nn]", float, double) {
+TEMPLATE_TEST_CASE("softmax_cross_entropy_with_logits gives the loss per row", "[ops][nn]", float,
+                   double) {
   using T = TestType;
   const auto logits = pattern<T>({4, 5}, 3);
   // One-hot rows, a uniform row and a soft row: each row sums to one.
-  const auto labels = values<T>({4, 5}, {1, 0, 0, 0, 0,  //
-                                         0, 0, 0, 1, 0,  //
-                                         0.2, 0.2, 0.2, 0.2, 0.2,  //
+  const auto labels = values<T>({4, 5}, {1,   0,   0,   0,    0,    //
+                                         0,   0,   0,   1,    0,    //
+                                         0.2, 0.2, 0.2, 0.2,  0.2,  //
                                          0.1, 0.0, 0.5, 0.25, 0.15});
   Graph g;
   const Output loss = ops::softmax_cross_entropy_with_logits(constant(g, labels, "labels"),
@@ -745,15 +785,16 @@ TEMPLATE_TEST_CASE("softmax_cross_entropy_with_logits gives the loss per row", "
 
   SECTION("large logits stay finite") {
     Graph h;
-    const auto big = values<T>({4, 3}, {1000, 0, -1000,  //
-                                        1000, 0, -1000,  //
+    const auto big = values<T>({4, 3}, {1000, 0, -1000,    //
+                                        1000, 0, -1000,    //
                                         1000, 1000, 1000,  //
                                         -1000, -1000, -999});
-    const auto lab = values<T>({4, 3}, {1, 0, 0,  //
-                                        0, 1, 0,  //
+    const auto lab = values<T>({4, 3}, {1, 0, 0,          //
+                                        0, 1, 0,          //
                                         0.5, 0.25, 0.25,  //
                                         0, 0, 1});
-    const Output l = ops::softmax_cross_entropy_with_logits(constant(h, lab, "labels"), constant(h, big, "logits"));
+    const Output l = ops::softmax_cross_entropy_with_logits(constant(h, lab, "labels"),
+                                                            constant(h, big, "logits"));
     Session s(h);
     const Tensor got = s.run({l})[0];
     for (T v : got.values<T>()) CHECK(std::isfinite(v));
@@ -809,8 +850,8 @@ void mean_stddev(const std::vector<double>& v, double& mean, double& stddev) {
 }
 }  // namespace
 
-TEMPLATE_TEST_CASE("random_normal and random_uniform: seeded, in range, right moments", "[ops][random]",
-                   float, double) {
+TEMPLATE_TEST_CASE("random_normal and random_uniform: seeded, in range, right moments",
+                   "[ops][random]", float, double) {
   using T = TestType;
   double mean = 0, stddev = 0;
 
@@ -882,7 +923,8 @@ TEST_CASE("a seeded random op's sequence does not restart when the fetch list ch
 // ---------------------------------------------------------------------------------------------
 // Shape and dtype inference at build time
 
-TEST_CASE("broadcast and dtype mismatches fail at build time naming both inputs", "[ops][inference]") {
+TEST_CASE("broadcast and dtype mismatches fail at build time naming both inputs",
+          "[ops][inference]") {
   Graph g;
   const Output x = constant(g, pattern<float>({2, 3}), "x");
   const Output y = constant(g, pattern<float>({4}), "y");
@@ -901,9 +943,9 @@ TEST_CASE("broadcast and dtype mismatches fail at build time naming both inputs"
            {"maximum", [&] { return ops::maximum(x, y); }},
            {"minimum", [&] { return ops::minimum(x, y); }}}) {
     INFO(what);
-    CHECK_THAT(invalid_argument_message(fn),
-               Contains("'x:0'") && Contains("[2,3]") && Contains("'y:0'") && Contains("[4]") &&
-                   Contains("broadcast"));
+    CHECK_THAT(invalid_argument_message(fn), Contains("'x:0'") && Contains("[2,3]") &&
+                                                 Contains("'y:0'") && Contains("[4]") &&
+                                                 Contains("broadcast"));
   }
   CHECK_THAT(invalid_argument_message([&] { ops::add(x, w); }),
              Contains("'x:0' float32[2,3]") && Contains("'w:0' float32[3,3]"));
@@ -911,7 +953,7 @@ TEST_CASE("broadcast and dtype mismatches fail at build time naming both inputs"
              Contains("'x:0' float32[2,3]") && Contains("'z:0' float64[2,3]") && Contains("dtype"));
   CHECK_THAT(invalid_argument_message([&] { ops::matmul(x, m); }),
              Contains("'x:0' float32[2,3]") && Contains("'m:0' float64[3,2]"));
-  CHECK_THAT(invalid_argument_message([&] { x * two; }),
+  CHECK_THAT(invalid_argument_message([&] { x* two; }),
              Contains("'x:0' float32[2,3]") && Contains("float64[]"));
   // A partially known shape still conflicts where its known dimensions do.
   CHECK_THAT(invalid_argument_message([&] { ops::add(p, y); }),
@@ -919,7 +961,8 @@ TEST_CASE("broadcast and dtype mismatches fail at build time naming both inputs"
   CHECK(g.num_nodes() == before);
 }
 
-TEST_CASE("matmul, reshape, reduction and softmax mismatches fail at build time", "[ops][inference]") {
+TEST_CASE("matmul, reshape, reduction and softmax mismatches fail at build time",
+          "[ops][inference]") {
   Graph g;
   const Output a = constant(g, pattern<float>({2, 3}), "a");
   const Output b = constant(g, pattern<float>({4, 5}), "b");
@@ -927,8 +970,9 @@ TEST_CASE("matmul, reshape, reduction and softmax mismatches fail at build time"
   const Output x = constant(g, pattern<float>({2, 3}), "x");
 
   SECTION("matmul inner dimensions") {
-    CHECK_THAT(invalid_argument_message([&] { ops::matmul(a, b); }),
-               Contains("'a:0' float32[2,3]") && Contains("'b:0' float32[4,5]") && Contains("3 == 4"));
+    CHECK_THAT(
+        invalid_argument_message([&] { ops::matmul(a, b); }),
+        Contains("'a:0' float32[2,3]") && Contains("'b:0' float32[4,5]") && Contains("3 == 4"));
     CHECK_THAT(invalid_argument_message([&] { ops::matmul(a, x); }),
                Contains("'a:0' float32[2,3]") && Contains("'x:0' float32[2,3]"));
     CHECK_THAT(invalid_argument_message([&] { ops::matmul(a, b, true, false); }),
@@ -936,15 +980,18 @@ TEST_CASE("matmul, reshape, reduction and softmax mismatches fail at build time"
                    Contains("2 == 4"));
     CHECK_THAT(invalid_argument_message([&] { ops::matmul(a, b, false, true); }),
                Contains("'a:0'") && Contains("'b:0' float32[4,5] (transposed)"));
-    CHECK_THAT(invalid_argument_message([&] { ops::matmul(a, v); }),
-               Contains("'a:0' float32[2,3]") && Contains("'v:0' float32[3]") && Contains("rank 2"));
+    CHECK_THAT(
+        invalid_argument_message([&] { ops::matmul(a, v); }),
+        Contains("'a:0' float32[2,3]") && Contains("'v:0' float32[3]") && Contains("rank 2"));
     CHECK(ops::matmul(a, x, false, true).shape() == PartialShape::of({2, 2}));
     CHECK(ops::matmul(a, x, true, false).shape() == PartialShape::of({3, 3}));
   }
   SECTION("reshape to an incompatible shape") {
     CHECK_THAT(invalid_argument_message([&] { ops::reshape(x, {4}); }),
                Contains("'x:0' float32[2,3]") && Contains("[4]"));
-    CHECK_THAT(invalid_argument_message([&] { ops::reshape(x, {4, -1}); }),
+    CHECK_THAT(invalid_argument_message([&] {
+                 ops::reshape(x, {4, -1});
+               }),
                Contains("'x:0' float32[2,3]") && Contains("[4,?]"));
     CHECK_THAT(invalid_argument_message([&] { ops::reshape(x, {-1, -1}); }), Contains("-1"));
     CHECK_THAT(invalid_argument_message([&] { ops::reshape(x, {0, -1}); }), Contains("'x:0'"));
@@ -955,7 +1002,9 @@ TEST_CASE("matmul, reshape, reduction and softmax mismatches fail at build time"
       INFO("axis " << axis);
       CHECK_THAT(invalid_argument_message([&] { ops::reduce_sum(x, {axis}); }),
                  Contains("'x:0' float32[2,3]") && Contains("axis " + std::to_string(axis)));
-      CHECK_THAT(invalid_argument_message([&] { ops::reduce_mean(x, {0, axis}, true); }),
+      CHECK_THAT(invalid_argument_message([&] {
+                   ops::reduce_mean(x, {0, axis}, true);
+                 }),
                  Contains("'x:0' float32[2,3]") && Contains("axis " + std::to_string(axis)));
     }
   }
@@ -1005,25 +1054,29 @@ TEST_CASE("inferred output shapes keep unknown dimensions as -1", "[ops][inferen
   // The shapes the kernels produce agree with what inference promised.
   Session sess(g);
   const Output sum = p + r;
-  const auto got = sess.run({sum, ops::matmul(p, m), ops::reshape(p, {3, -1})},
-                            {{p, Tensor(pattern<float>({5, 3}))}, {r, Tensor(pattern<float>({5, 1}))}});
+  const auto got =
+      sess.run({sum, ops::matmul(p, m), ops::reshape(p, {3, -1})},
+               {{p, Tensor(pattern<float>({5, 3}))}, {r, Tensor(pattern<float>({5, 1}))}});
   CHECK(got[0].shape() == Shape{5, 3});
   CHECK(got[1].shape() == Shape{5, 4});
   CHECK(got[2].shape() == Shape{3, 5});
 }
 
-TEST_CASE("a runtime shape conflict behind unknown dimensions is an InvalidArgument", "[ops][inference]") {
+TEST_CASE("a runtime shape conflict behind unknown dimensions is an InvalidArgument",
+          "[ops][inference]") {
   Graph g;
   const Output p = ops::placeholder(g, DType::float32, {-1, 3}, "p");
   const Output q = ops::placeholder(g, DType::float32, {-1, 3}, "q");
   const Output m = ops::placeholder(g, DType::float32, {-1, -1}, "m");
   Session sess(g);
   CHECK_THAT(invalid_argument_message([&] {
-               sess.run({p + q}, {{p, Tensor(pattern<float>({2, 3}))}, {q, Tensor(pattern<float>({4, 3}))}});
+               sess.run({p + q},
+                        {{p, Tensor(pattern<float>({2, 3}))}, {q, Tensor(pattern<float>({4, 3}))}});
              }),
              Contains("[2,3]") && Contains("[4,3]"));
   CHECK_THAT(invalid_argument_message([&] {
-               sess.run({ops::matmul(p, m)}, {{p, Tensor(pattern<float>({2, 3}))}, {m, Tensor(pattern<float>({4, 3}))}});
+               sess.run({ops::matmul(p, m)},
+                        {{p, Tensor(pattern<float>({2, 3}))}, {m, Tensor(pattern<float>({4, 3}))}});
              }),
              Contains("[2,3]") && Contains("[4,3]"));
   CHECK_THAT(invalid_argument_message([&] {

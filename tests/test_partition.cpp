@@ -1,8 +1,7 @@
 // Placement and partitioning: completing partial device specs, colocation, clear errors, and
 // cutting edges between tasks into one Send/Recv pair per (tensor, destination).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 
 #include "psflow/graph.hpp"
 #include "psflow/graph/subgraph.hpp"
@@ -27,7 +26,8 @@ std::string placed(const Graph& g, const std::vector<std::string>& devices, std:
   return devices.at(static_cast<std::size_t>(g.operation(op).id()));
 }
 std::size_t count_ops(const GraphDef& def, const std::string& type) {
-  return static_cast<std::size_t>(std::count_if(def.nodes.begin(), def.nodes.end(), [&](const NodeDef& n) { return n.op == type; }));
+  return static_cast<std::size_t>(std::count_if(def.nodes.begin(), def.nodes.end(),
+                                                [&](const NodeDef& n) { return n.op == type; }));
 }
 }  // namespace
 
@@ -71,8 +71,9 @@ TEST_CASE("placement errors name the op, the device and what exists") {
     auto nowhere = g.device("/job:ps/task:7");
     ops::constant(g, Tensor(1.0f), "lost");
   }
-  CHECK_THROWS_WITH(place_nodes(g, all_nodes(g), kDevices, kWorker),
-                    Catch::Contains("'lost'") && Catch::Contains("/job:ps/task:7") && Catch::Contains(kPs1));
+  CHECK_THROWS_WITH(
+      place_nodes(g, all_nodes(g), kDevices, kWorker),
+      Catch::Contains("'lost'") && Catch::Contains("/job:ps/task:7") && Catch::Contains(kPs1));
 
   Graph h;
   Variable v;
@@ -98,7 +99,8 @@ TEST_CASE("one Send/Recv pair per (tensor, destination), however many consumers"
   Output sum = (w + w) * w + ops::square(w);  // four consumers on the worker
   const auto nodes = needed_nodes(g, {sum.id()}, {}, {});
   const auto devices = place_nodes(g, nodes, kDevices, kWorker);
-  const auto plan = partition_graph(g, nodes, devices, {}, {sum.id()}, kWorker, [](const std::string&) { return 0xabcu; });
+  const auto plan = partition_graph(g, nodes, devices, {}, {sum.id()}, kWorker,
+                                    [](const std::string&) { return 0xabcu; });
   REQUIRE(plan.graphs.size() == 2);
   CHECK(count_ops(plan.graphs.at(kPs0), "_Send") == 1);
   CHECK(count_ops(plan.graphs.at(kWorker), "_Recv") == 1);
@@ -137,7 +139,8 @@ TEST_CASE("fetches, feeds and control edges cross devices too") {
   CHECK(count_ops(plan.graphs.at(kPs1), "_Recv") == 1);
   CHECK(count_ops(plan.graphs.at(kPs1), "_Send") == 2);
   CHECK(count_ops(plan.graphs.at(kWorker), "_Recv") == 2);
-  const auto control = std::count_if(plan.transfers.begin(), plan.transfers.end(), [](const Transfer& t) { return t.control; });
+  const auto control = std::count_if(plan.transfers.begin(), plan.transfers.end(),
+                                     [](const Transfer& t) { return t.control; });
   CHECK(control == 1);
   for (const auto& [device, def] : plan.graphs) {
     Graph part;

@@ -32,7 +32,9 @@ namespace {
 
 std::string read_text(const std::string& path) { return psflow::testing::read_file(path); }
 
-void write_text(const std::string& path, const std::string& text) { psflow::testing::write_file(path, text); }
+void write_text(const std::string& path, const std::string& text) {
+  psflow::testing::write_file(path, text);
+}
 
 // A small model: a float matrix, an int64 scalar, a bool vector and (optionally) global_step.
 struct Model {
@@ -194,7 +196,8 @@ TEST_CASE("latest_checkpoint: missing, stale, TF-written and corrupt state files
              "last_preserved_timestamp: 1699999999.25\n");
   CHECK(train::latest_checkpoint(dir.path()) == dir.file("model.ckpt-7"));
   // An absolute path is used as is.
-  write_text(dir.file("checkpoint"), "model_checkpoint_path: \"" + dir.file("model.ckpt-7") + "\"\n");
+  write_text(dir.file("checkpoint"),
+             "model_checkpoint_path: \"" + dir.file("model.ckpt-7") + "\"\n");
   CHECK(train::latest_checkpoint(dir.path()) == dir.file("model.ckpt-7"));
   // A state file naming a checkpoint that is gone.
   write_text(dir.file("checkpoint"), "model_checkpoint_path: \"model.ckpt-9\"\n");
@@ -208,7 +211,8 @@ TEST_CASE("latest_checkpoint: missing, stale, TF-written and corrupt state files
     INFO(bad);
     write_text(dir.file("checkpoint"), bad);
     CHECK_THROWS_AS(train::latest_checkpoint(dir.path()), DataLoss);
-    CHECK_THROWS_WITH(train::latest_checkpoint(dir.path()), Catch::Contains(dir.file("checkpoint")));
+    CHECK_THROWS_WITH(train::latest_checkpoint(dir.path()),
+                      Catch::Contains(dir.file("checkpoint")));
   }
 }
 

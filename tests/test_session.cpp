@@ -1,8 +1,7 @@
 // In-process Session and the dataflow executor: variables, feeds, pruning, errors, and a
 // randomized parallel-execution check against a reference evaluation.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -24,7 +23,9 @@ inline const bool test_ops_registered = [] {
   return true;
 }();
 
-Output test_fail(Output x) { return detail::build_op("TestFail", {x}, {}, "", "TestFail").output(0); }
+Output test_fail(Output x) {
+  return detail::build_op("TestFail", {x}, {}, "", "TestFail").output(0);
+}
 
 }  // namespace
 
@@ -46,8 +47,8 @@ TEST_CASE("reading an uninitialized variable throws FailedPrecondition naming it
   auto w = get_variable(g, "weights", {3}, zeros_initializer());
   Session sess(g);
   CHECK_THROWS_AS(sess.run({w.value()}), FailedPrecondition);
-  CHECK_THROWS_WITH(sess.run({w.value() * 2.0}),
-                    Catch::Contains("uninitialized value weights") && Catch::Contains("initializer"));
+  CHECK_THROWS_WITH(sess.run({w.value() * 2.0}), Catch::Contains("uninitialized value weights") &&
+                                                     Catch::Contains("initializer"));
   sess.run(w.initializer());
   CHECK(sess.run({w.value()})[0].equals(Tensor(DType::float32, {3})));
 }
@@ -83,7 +84,8 @@ TEST_CASE("assign checks dtype and shape, and assign_sub subtracts") {
   sess.run(global_variables_initializer(g));
   CHECK(sess.run({v.assign_sub(ops::constant(g, Tensor::from_vector<float>({1, 2})))})[0].equals(
       Tensor::from_vector<float>({9, 8})));
-  CHECK_THROWS_AS(v.assign(ops::constant(g, Tensor::from_vector<float>({1, 2, 3}))), InvalidArgument);
+  CHECK_THROWS_AS(v.assign(ops::constant(g, Tensor::from_vector<float>({1, 2, 3}))),
+                  InvalidArgument);
   CHECK_THROWS_AS(v.assign(ops::constant(g, Tensor::from_vector<double>({1, 2}))), InvalidArgument);
 }
 
@@ -105,13 +107,16 @@ TEST_CASE("feeds replace placeholders and any other tensor, and bad feeds are na
   Output plus_one = doubled + 1.0;
   Session sess(g);
   Tensor value = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
-  CHECK(sess.run({plus_one}, {{x, value}})[0].equals(Tensor::from_vector<float>({3, 5, 7, 9}, {2, 2})));
+  CHECK(sess.run({plus_one}, {{x, value}})[0].equals(
+      Tensor::from_vector<float>({3, 5, 7, 9}, {2, 2})));
   // Feeding the intermediate tensor prunes the placeholder away.
-  CHECK(sess.run({plus_one}, {{doubled, value}})[0].equals(Tensor::from_vector<float>({2, 3, 4, 5}, {2, 2})));
+  CHECK(sess.run({plus_one}, {{doubled, value}})[0].equals(
+      Tensor::from_vector<float>({2, 3, 4, 5}, {2, 2})));
   // Fetching a fed tensor returns the fed value.
   CHECK(sess.run({x}, {{x, value}})[0].equals(value));
 
-  CHECK_THROWS_WITH(sess.run({plus_one}), Catch::Contains("must feed a value for placeholder tensor 'x'"));
+  CHECK_THROWS_WITH(sess.run({plus_one}),
+                    Catch::Contains("must feed a value for placeholder tensor 'x'"));
   CHECK_THROWS_AS(sess.run({plus_one}), InvalidArgument);
   CHECK_THROWS_WITH(sess.run({plus_one}, {{x, Tensor::from_vector<double>({1, 2})}}),
                     Catch::Contains("placeholder 'x'") && Catch::Contains("float32"));
@@ -198,20 +203,36 @@ TEST_CASE("the parallel executor matches a reference evaluation on a random DAG"
   Output x = ops::placeholder(g, DType::float64, {kWidth}, "x");
   std::vector<Output> outputs = {x};
   enum Kind { kTanhAdd, kMul, kSub, kNeg, kScale };
-  struct Recipe { Kind kind; int a, b; double scale; };
+  struct Recipe {
+    Kind kind;
+    int a, b;
+    double scale;
+  };
   std::vector<Recipe> recipes;
   for (int i = 0; i < kNodes; ++i) {
     const int n = static_cast<int>(outputs.size());
     // Prefer recent nodes so the DAG is deep as well as wide.
-    auto pick = [&] { return std::max(0, n - 1 - static_cast<int>(rng() % static_cast<unsigned>(std::min(n, 12)))); };
+    auto pick = [&] {
+      return std::max(0, n - 1 - static_cast<int>(rng() % static_cast<unsigned>(std::min(n, 12))));
+    };
     Recipe r{static_cast<Kind>(rng() % 5), pick(), pick(), 0.5 + (rng() % 100) / 200.0};
     Output a = outputs[static_cast<std::size_t>(r.a)], b = outputs[static_cast<std::size_t>(r.b)];
     switch (r.kind) {
-      case kTanhAdd: outputs.push_back(ops::tanh(a + b)); break;
-      case kMul: outputs.push_back(ops::tanh(a) * ops::tanh(b)); break;
-      case kSub: outputs.push_back(a - b); break;
-      case kNeg: outputs.push_back(-a); break;
-      case kScale: outputs.push_back(ops::tanh(a * r.scale)); break;
+      case kTanhAdd:
+        outputs.push_back(ops::tanh(a + b));
+        break;
+      case kMul:
+        outputs.push_back(ops::tanh(a) * ops::tanh(b));
+        break;
+      case kSub:
+        outputs.push_back(a - b);
+        break;
+      case kNeg:
+        outputs.push_back(-a);
+        break;
+      case kScale:
+        outputs.push_back(ops::tanh(a * r.scale));
+        break;
     }
     recipes.push_back(r);
   }
@@ -223,11 +244,21 @@ TEST_CASE("the parallel executor matches a reference evaluation on a random DAG"
       std::vector<double> out(kWidth);
       for (int j = 0; j < kWidth; ++j) {
         switch (r.kind) {
-          case kTanhAdd: out[j] = std::tanh(a[j] + b[j]); break;
-          case kMul: out[j] = std::tanh(a[j]) * std::tanh(b[j]); break;
-          case kSub: out[j] = a[j] - b[j]; break;
-          case kNeg: out[j] = -a[j]; break;
-          case kScale: out[j] = std::tanh(a[j] * r.scale); break;
+          case kTanhAdd:
+            out[j] = std::tanh(a[j] + b[j]);
+            break;
+          case kMul:
+            out[j] = std::tanh(a[j]) * std::tanh(b[j]);
+            break;
+          case kSub:
+            out[j] = a[j] - b[j];
+            break;
+          case kNeg:
+            out[j] = -a[j];
+            break;
+          case kScale:
+            out[j] = std::tanh(a[j] * r.scale);
+            break;
         }
       }
       values.push_back(out);
@@ -246,7 +277,9 @@ TEST_CASE("the parallel executor matches a reference evaluation on a random DAG"
       const auto& expected = want[want.size() - fetches.size() + f];
       auto values = got[f].values<double>();
       for (int j = 0; j < kWidth; ++j)
-        if (std::abs(values[static_cast<std::size_t>(j)] - expected[static_cast<std::size_t>(j)]) > 1e-12) ++mismatches;
+        if (std::abs(values[static_cast<std::size_t>(j)] - expected[static_cast<std::size_t>(j)]) >
+            1e-12)
+          ++mismatches;
     }
   }
   CHECK(mismatches == 0);

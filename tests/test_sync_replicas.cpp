@@ -1,7 +1,6 @@
 // Synchronous training: the accumulator and token queue semantics, SyncReplicasOptimizer's
 // exactness with 4 workers, backup replicas, and clean termination; plus async exactness.
 #include <catch2/catch.hpp>
-
 #include <future>
 #include <thread>
 
@@ -22,7 +21,8 @@ namespace {
 struct PsAndWorkers : psflow::testing::LocalCluster {
   std::vector<std::unique_ptr<Server>> workers;
   explicit PsAndWorkers(int n) : LocalCluster(1, n) {
-    for (int i = 0; i < n; ++i) workers.push_back(std::make_unique<Server>(spec(), "worker", i, quiet()));
+    for (int i = 0; i < n; ++i)
+      workers.push_back(std::make_unique<Server>(spec(), "worker", i, quiet()));
   }
   ~PsAndWorkers() { workers[0]->stop_job("ps", std::chrono::seconds(2)); }
 };
@@ -34,16 +34,20 @@ struct Replica {
   train::GradientDescentOptimizer sgd{0.5};
   std::unique_ptr<train::SyncReplicasOptimizer> sync;
   Operation train_op;
-  Replica(const ClusterSpec& cluster, int task, int aggregate, int total, std::int64_t token_timeout_ms = 60000) {
-    auto placement = g.device(train::replica_device_setter({.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster}));
+  Replica(const ClusterSpec& cluster, int task, int aggregate, int total,
+          std::int64_t token_timeout_ms = 60000) {
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster}));
     global_step = train::get_or_create_global_step(g);
     w = get_variable(g, "w", {4}, zeros_initializer());
     Output constant_grad = ops::constant(g, Tensor::from_vector<float>({1, 2, 3, 4}));
-    sync = std::make_unique<train::SyncReplicasOptimizer>(sgd, aggregate, total, train::SyncReplicasOptions{token_timeout_ms});
+    sync = std::make_unique<train::SyncReplicasOptimizer>(
+        sgd, aggregate, total, train::SyncReplicasOptions{token_timeout_ms});
     train_op = sync->apply_gradients({{constant_grad, w}}, global_step);
   }
-  train::MonitoredTrainingSessionOptions options(const Server& server, bool chief,
-                                                 std::vector<std::shared_ptr<train::SessionRunHook>> extra = {}) {
+  train::MonitoredTrainingSessionOptions options(
+      const Server& server, bool chief,
+      std::vector<std::shared_ptr<train::SessionRunHook>> extra = {}) {
     train::MonitoredTrainingSessionOptions o;
     o.master = server.target();
     o.is_chief = chief;
@@ -83,7 +87,8 @@ TEST_CASE("a token dequeue waits, times out naming the chief, and a closed queue
   Graph g;
   Output dequeue_quick = ops::token_queue_dequeue(g, "q", 200);
   Output dequeue = ops::token_queue_dequeue(g, "q", 0);
-  Operation put = ops::token_queue_enqueue_many(ops::constant(g, Tensor::from_vector<std::int64_t>({7, 8})), "q");
+  Operation put = ops::token_queue_enqueue_many(
+      ops::constant(g, Tensor::from_vector<std::int64_t>({7, 8})), "q");
   Operation close = ops::token_queue_set_closed(g, "q", true);
   Session sess(g);
   CHECK_THROWS_WITH(sess.run({dequeue_quick}), Catch::Contains("chief"));
@@ -99,13 +104,16 @@ TEST_CASE("a token dequeue waits, times out naming the chief, and a closed queue
 TEST_CASE("releasing waiters hands a token to every replica waiting now, and to nobody later") {
   Graph g;
   Output dequeue = ops::token_queue_dequeue(g, "q", 0);
-  Output release = ops::token_queue_release_waiters(ops::constant(g, Tensor(std::int64_t{42})), "q");
+  Output release =
+      ops::token_queue_release_waiters(ops::constant(g, Tensor(std::int64_t{42})), "q");
   Output size = ops::token_queue_size(g, "q");
   Session sess(g);
   CHECK(sess.run({release})[0].scalar<std::int64_t>() == 0);  // nobody waits: no token is kept
   CHECK(sess.run({size})[0].scalar<std::int64_t>() == 0);
-  auto first = std::async(std::launch::async, [&] { return sess.run({dequeue})[0].scalar<std::int64_t>(); });
-  auto second = std::async(std::launch::async, [&] { return sess.run({dequeue})[0].scalar<std::int64_t>(); });
+  auto first =
+      std::async(std::launch::async, [&] { return sess.run({dequeue})[0].scalar<std::int64_t>(); });
+  auto second =
+      std::async(std::launch::async, [&] { return sess.run({dequeue})[0].scalar<std::int64_t>(); });
   std::int64_t released = 0;
   for (int i = 0; i < 200 && released < 2; ++i) {  // the two dequeues start waiting soon
     std::this_thread::sleep_for(10ms);
@@ -121,14 +129,17 @@ TEST_CASE("sync training with 4 workers x 500 steps applies exactly 500 averaged
   constexpr int kWorkers = 4, kSteps = 500;
   PsAndWorkers cluster(kWorkers);
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int i = 0; i < kWorkers; ++i) replicas.push_back(std::make_unique<Replica>(cluster.spec(), i, kWorkers, kWorkers));
-  train::MonitoredTrainingSession chief(replicas[0]->g, replicas[0]->options(*cluster.workers[0], true));
+  for (int i = 0; i < kWorkers; ++i)
+    replicas.push_back(std::make_unique<Replica>(cluster.spec(), i, kWorkers, kWorkers));
+  train::MonitoredTrainingSession chief(replicas[0]->g,
+                                        replicas[0]->options(*cluster.workers[0], true));
   std::vector<std::jthread> others;
   std::atomic<int> failures{0};
   for (int i = 1; i < kWorkers; ++i)
     others.emplace_back([&, i] {
       try {
-        train::MonitoredTrainingSession sess(replicas[i]->g, replicas[i]->options(*cluster.workers[i], false));
+        train::MonitoredTrainingSession sess(replicas[i]->g,
+                                             replicas[i]->options(*cluster.workers[i], false));
         for (int s = 0; s < kSteps; ++s) sess.run(replicas[i]->train_op);
       } catch (const std::exception& e) {
         ++failures;
@@ -138,9 +149,11 @@ TEST_CASE("sync training with 4 workers x 500 steps applies exactly 500 averaged
   for (int s = 0; s < kSteps; ++s) chief.run(replicas[0]->train_op);
   for (auto& t : others) t.join();
   CHECK(failures == 0);
-  auto values = chief.raw_session().run({replicas[0]->global_step.value(), replicas[0]->w.value(), replicas[0]->sync->num_dropped()});
+  auto values = chief.raw_session().run(
+      {replicas[0]->global_step.value(), replicas[0]->w.value(), replicas[0]->sync->num_dropped()});
   CHECK(values[0].scalar<std::int64_t>() == kSteps);
-  CHECK(values[1].equals(Tensor::from_vector<float>({-250, -500, -750, -1000})));  // w -= 0.5 * g, 500 times
+  CHECK(values[1].equals(
+      Tensor::from_vector<float>({-250, -500, -750, -1000})));  // w -= 0.5 * g, 500 times
   CHECK(values[2].scalar<std::int64_t>() == 0);
   chief.close();
 }
@@ -148,20 +161,26 @@ TEST_CASE("sync training with 4 workers x 500 steps applies exactly 500 averaged
 TEST_CASE("with a backup replica (3 workers, aggregate 2) training goes on when one worker dies") {
   PsAndWorkers cluster(3);
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int i = 0; i < 3; ++i) replicas.push_back(std::make_unique<Replica>(cluster.spec(), i, 2, 3));
-  train::MonitoredTrainingSession chief(replicas[0]->g, replicas[0]->options(*cluster.workers[0], true, {train::StopAtStepHook(100)}));
+  for (int i = 0; i < 3; ++i)
+    replicas.push_back(std::make_unique<Replica>(cluster.spec(), i, 2, 3));
+  train::MonitoredTrainingSession chief(
+      replicas[0]->g,
+      replicas[0]->options(*cluster.workers[0], true, {train::StopAtStepHook(100)}));
   std::jthread steady([&] {
-    train::MonitoredTrainingSession sess(replicas[1]->g, replicas[1]->options(*cluster.workers[1], false));
+    train::MonitoredTrainingSession sess(replicas[1]->g,
+                                         replicas[1]->options(*cluster.workers[1], false));
     while (!sess.should_stop()) sess.run(replicas[1]->train_op);
   });
   std::jthread dying([&] {
-    train::MonitoredTrainingSession sess(replicas[2]->g, replicas[2]->options(*cluster.workers[2], false));
+    train::MonitoredTrainingSession sess(replicas[2]->g,
+                                         replicas[2]->options(*cluster.workers[2], false));
     for (int s = 0; s < 10 && !sess.should_stop(); ++s) sess.run(replicas[2]->train_op);
     cluster.workers[2]->stop();  // this worker is gone: its connections drop
   });
   dying.join();
   while (!chief.should_stop()) chief.run(replicas[0]->train_op);
-  const auto step = chief.raw_session().run({replicas[0]->global_step.value()})[0].scalar<std::int64_t>();
+  const auto step =
+      chief.raw_session().run({replicas[0]->global_step.value()})[0].scalar<std::int64_t>();
   CHECK(step >= 100);
   chief.close();  // releases the steady worker
   steady.join();
@@ -181,11 +200,13 @@ TEST_CASE("when the chief stops, replicas waiting for a token are released and e
     other_done = true;
   });
   {
-    train::MonitoredTrainingSession chief(r0.g, r0.options(*cluster.workers[0], true, {train::StopAtStepHook(30)}));
+    train::MonitoredTrainingSession chief(
+        r0.g, r0.options(*cluster.workers[0], true, {train::StopAtStepHook(30)}));
     while (!chief.should_stop()) chief.run(r0.train_op);
   }  // the chief's session ends here: queue closed
   const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!other_done && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  while (!other_done && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
   CHECK(other_done.load());
   other.join();
   CHECK(other_steps >= 29);
@@ -202,7 +223,8 @@ TEST_CASE("async training with 4 workers x 500 steps applies all 2000 updates") 
   std::vector<std::unique_ptr<AsyncReplica>> replicas;
   for (int i = 0; i < kWorkers; ++i) {
     auto r = std::make_unique<AsyncReplica>();
-    auto placement = r->g.device(train::replica_device_setter({.worker_device = "/job:worker/task:" + std::to_string(i), .cluster = cluster.spec()}));
+    auto placement = r->g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:" + std::to_string(i), .cluster = cluster.spec()}));
     r->counter = get_variable(r->g, "counter", {}, zeros_initializer(), DType::int64);
     r->bump = r->counter.assign_add(ops::constant(r->g, Tensor(std::int64_t{1}))).op();
     replicas.push_back(std::move(r));

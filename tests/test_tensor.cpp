@@ -15,7 +15,9 @@ TEST_CASE("a shaped tensor starts zero-filled") {
   for (float v : t.values<float>()) CHECK(v == 0.0f);
 }
 
-TEST_CASE("the buffer is 64-byte aligned, 16-byte up to 16 bytes (held inside the tensor's control block)") {
+TEST_CASE(
+    "the buffer is 64-byte aligned, 16-byte up to 16 bytes (held inside the tensor's control "
+    "block)") {
   for (std::size_t n : {3u, 17u, 1000u}) {
     Tensor t(DType::float64, {n});
     CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % 64 == 0);
@@ -64,7 +66,8 @@ TEST_CASE("as<T>() is a view: writes through it reach every copy") {
 TEST_CASE("reading with the wrong element type throws InvalidArgument") {
   Tensor t(DType::float32, {2});
   CHECK_THROWS_AS(t.as<double>(), psflow::InvalidArgument);
-  CHECK_THROWS_WITH(t.data<std::int64_t>(), Catch::Contains("holds float32") && Catch::Contains("int64"));
+  CHECK_THROWS_WITH(t.data<std::int64_t>(),
+                    Catch::Contains("holds float32") && Catch::Contains("int64"));
   CHECK_THROWS_AS(Tensor().data<float>(), psflow::InvalidArgument);
   CHECK_THROWS_AS(t.scalar<float>(), psflow::InvalidArgument);
 }

@@ -158,7 +158,8 @@ std::int64_t last_saved_step(const std::string& log) {
 std::int64_t wait_for_progress(TrainerCluster& cluster, std::int64_t step) {
   auto going = [&] {
     for (int i = 0; i < cluster.num_workers(); ++i)
-      if (!contains(cluster.worker(i).err(), "worker " + std::to_string(i) + ": starting at global step"))
+      if (!contains(cluster.worker(i).err(),
+                    "worker " + std::to_string(i) + ": starting at global step"))
         return false;
     const std::string chief = cluster.worker(0).err();
     return last_logged_step(chief) >= step && last_saved_step(chief) > 0;

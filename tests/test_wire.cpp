@@ -1,7 +1,6 @@
 // The wire format: header and tensor-table validation, message round trips, and that no byte
 // sequence makes decoding crash or allocate past the limits (only DataLoss comes out).
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "psflow/distributed/messages.hpp"
@@ -52,8 +51,11 @@ TEST_CASE("a frame header round-trips, and bad headers are DataLoss") {
   CHECK_THROWS_WITH(decode(header_bytes(h), small), Catch::Contains("payload"));
 }
 
-TEST_CASE("the tensor table describes tensors, and claims beyond the limits are refused before allocating") {
-  std::vector<Tensor> tensors = {Tensor(DType::float32, {2, 3}), Tensor(std::int64_t{5}), Tensor(DType::boolean, {0})};
+TEST_CASE(
+    "the tensor table describes tensors, and claims beyond the limits are refused before "
+    "allocating") {
+  std::vector<Tensor> tensors = {Tensor(DType::float32, {2, 3}), Tensor(std::int64_t{5}),
+                                 Tensor(DType::boolean, {0})};
   const std::string table = wire::encode_tensor_table(tensors);
   wire::FrameHeader h;
   h.tensor_count = 3;
@@ -88,7 +90,8 @@ TEST_CASE("the tensor table describes tensors, and claims beyond the limits are 
   CHECK_THROWS_AS(wire::allocate_from_table(huge, hh, {}), DataLoss);
   std::string unknown_dtype = table;
   unknown_dtype[0] = 42;
-  CHECK_THROWS_WITH(wire::allocate_from_table(unknown_dtype, h, {}), Catch::Contains("unknown dtype"));
+  CHECK_THROWS_WITH(wire::allocate_from_table(unknown_dtype, h, {}),
+                    Catch::Contains("unknown dtype"));
 }
 
 TEST_CASE("a GraphDef with every attribute kind survives encoding") {
@@ -97,7 +100,8 @@ TEST_CASE("a GraphDef with every attribute kind survives encoding") {
   Output c = ops::constant(g, Tensor::from_vector<float>({1, 2, 3}), "c");
   Output y = ops::reduce_sum(x * c, {1}, true);
   wire::RegisterGraph message;
-  for (std::size_t i = 0; i < g.num_nodes(); ++i) message.graph.nodes.push_back(to_node_def(g, static_cast<int>(i)));
+  for (std::size_t i = 0; i < g.num_nodes(); ++i)
+    message.graph.nodes.push_back(to_node_def(g, static_cast<int>(i)));
   message.graph.nodes.back().device = "/job:ps/replica:0/task:0/device:CPU:0";
   const auto back = wire::decode<wire::RegisterGraph>(wire::encode(message), "register_graph");
   REQUIRE(back.graph.nodes.size() == message.graph.nodes.size());
@@ -111,8 +115,10 @@ TEST_CASE("a GraphDef with every attribute kind survives encoding") {
     REQUIRE(a.attrs.size() == b.attrs.size());
     for (const auto& [key, value] : a.attrs) {
       const auto& other = b.attrs.at(key);
-      if (auto t = std::get_if<Tensor>(&value)) CHECK(t->equals(std::get<Tensor>(other)));
-      else CHECK(value.index() == other.index());
+      if (auto t = std::get_if<Tensor>(&value))
+        CHECK(t->equals(std::get<Tensor>(other)));
+      else
+        CHECK(value.index() == other.index());
     }
   }
   Graph imported;
@@ -124,7 +130,8 @@ TEST_CASE("decoding random and mutated bytes gives a message or DataLoss, never 
   wire::RunGraph run{"graph-7", 42, 99};
   const std::string valid = wire::encode(run);
   CHECK(wire::decode<wire::RunGraph>(valid, "run_graph").handle == "graph-7");
-  CHECK_THROWS_WITH(wire::decode<wire::RunGraph>(valid + "x", "run_graph"), Catch::Contains("trailing"));
+  CHECK_THROWS_WITH(wire::decode<wire::RunGraph>(valid + "x", "run_graph"),
+                    Catch::Contains("trailing"));
   std::mt19937 rng(1);
   int rejected = 0;
   for (int i = 0; i < 3000; ++i) {
@@ -156,7 +163,8 @@ template <class Message>
 std::string boost_archive_bytes(const Message& message) {
   wire::StringWriteBuffer out;
   {
-    boost::archive::binary_oarchive archive(out, boost::archive::no_header | boost::archive::no_codecvt);
+    boost::archive::binary_oarchive archive(out,
+                                            boost::archive::no_header | boost::archive::no_codecvt);
     message.save(archive);
   }
   return out.take();
@@ -174,11 +182,14 @@ void check_plain_encoding(const Message& message, const char* what) {
 }
 }  // namespace
 
-TEST_CASE("per-step messages skip the archive object but keep its bytes, and short ones are DataLoss") {
+TEST_CASE(
+    "per-step messages skip the archive object but keep its bytes, and short ones are DataLoss") {
   check_plain_encoding(wire::RunGraph{"graph-7", 0x0102030405060708ull, 99}, "run_graph");
   check_plain_encoding(wire::TensorMessage{42, "w:0;/job:ps/replica:0/task:0"}, "tensor");
-  check_plain_encoding(wire::Reply{static_cast<std::int32_t>(ErrorCode::aborted), "restarted", 7}, "reply");
-  check_plain_encoding(wire::AbortStep{5, static_cast<std::int32_t>(ErrorCode::unavailable), "stop"}, "abort_step");
+  check_plain_encoding(wire::Reply{static_cast<std::int32_t>(ErrorCode::aborted), "restarted", 7},
+                       "reply");
+  check_plain_encoding(
+      wire::AbortStep{5, static_cast<std::int32_t>(ErrorCode::unavailable), "stop"}, "abort_step");
   STATIC_REQUIRE_FALSE(wire::sent_every_step<wire::RegisterGraph>);
   // The checks of each message still apply.
   CHECK_THROWS_WITH(wire::decode<wire::Reply>(wire::encode(wire::Reply{999, "?", 0}), "reply"),

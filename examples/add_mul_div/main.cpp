@@ -14,13 +14,12 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
-#include <string>
-#include <thread>
-#include <vector>
-
 #include <psflow/observe/explain.hpp>
 #include <psflow/psflow.hpp>
 #include <psflow/train/supervisor.hpp>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -55,15 +54,22 @@ DemoFlags parse_flags(int argc, char** argv) {
     args.push_back("--worker_hosts=127.0.0.1:1234");
   }
   if (!flags.distributed) args.push_back("--job_name=worker");
-  flags.task = psflow::TaskFlags::parse(args, tf_config ? std::optional<std::string_view>(tf_config) : std::nullopt);
+  flags.task = psflow::TaskFlags::parse(
+      args, tf_config ? std::optional<std::string_view>(tf_config) : std::nullopt);
   for (std::size_t i = 1; i < flags.task.remaining_args.size(); ++i) {
     const std::string& arg = flags.task.remaining_args[i];
     std::string value;
-    if (arg == "--explain") flags.explain = true;
-    else if (take_flag(arg, "logdir", value)) flags.logdir = value;
-    else if (take_flag(arg, "interval_ms", value)) flags.interval_ms = std::stoi(value);
-    else if (take_flag(arg, "connect_timeout_s", value)) flags.connect_timeout_s = std::stod(value);
-    else throw psflow::InvalidArgument("unknown flag '" + arg + "' (see the comment at the top of main.cpp)");
+    if (arg == "--explain")
+      flags.explain = true;
+    else if (take_flag(arg, "logdir", value))
+      flags.logdir = value;
+    else if (take_flag(arg, "interval_ms", value))
+      flags.interval_ms = std::stoi(value);
+    else if (take_flag(arg, "connect_timeout_s", value))
+      flags.connect_timeout_s = std::stod(value);
+    else
+      throw psflow::InvalidArgument("unknown flag '" + arg +
+                                    "' (see the comment at the top of main.cpp)");
   }
   return flags;
 }
@@ -90,7 +96,8 @@ int run_worker(const DemoFlags& flags, psflow::Server* server) {
   psflow::Output addwb, mutwb, divwb;
   {
     auto placement = graph.device(psflow::train::replica_device_setter(
-        {.worker_device = "/job:worker/task:" + std::to_string(flags.task.task_index), .cluster = flags.task.cluster}));
+        {.worker_device = "/job:worker/task:" + std::to_string(flags.task.task_index),
+         .cluster = flags.task.cluster}));
     auto w = psflow::get_variable(graph, "w", {2, 2}, psflow::constant_initializer(2));
     auto b = psflow::get_variable(graph, "b", {2, 2}, psflow::constant_initializer(5));
     addwb = w + b;
@@ -103,7 +110,8 @@ int run_worker(const DemoFlags& flags, psflow::Server* server) {
   supervision.logdir = flags.logdir;
   psflow::train::Supervisor sv(graph, supervision);
   psflow::Session& sess = sv.managed_session(server ? server->target() : "");
-  if (flags.explain) std::cout << psflow::observe::explain(sess, {addwb, mutwb, divwb}) << std::flush;
+  if (flags.explain)
+    std::cout << psflow::observe::explain(sess, {addwb, mutwb, divwb}) << std::flush;
   for (int count = 1;; ++count) {
     std::cout << count << "th compute result is :\n";
     std::cout << python_list_repr(sess.run({addwb, mutwb, divwb})) << "\n";
@@ -123,7 +131,8 @@ int main(int argc, char** argv) {
     if (!flags.distributed) return run_worker(flags, nullptr);
 
     psflow::ServerOptions options;
-    options.connect_timeout = std::chrono::milliseconds(static_cast<long>(flags.connect_timeout_s * 1000));
+    options.connect_timeout =
+        std::chrono::milliseconds(static_cast<long>(flags.connect_timeout_s * 1000));
     options.explain = flags.explain;
     psflow::Server server(flags.task.cluster, flags.task.job_name, flags.task.task_index, options);
     if (flags.task.job_name == "ps") {

@@ -1,6 +1,5 @@
 // Builds and runs a tiny graph through an installed psflow package.
 #include <iostream>
-
 #include <psflow/psflow.hpp>
 
 int main() {

@@ -3,16 +3,16 @@
 // latest in its destructor.
 #pragma once
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
+#include <boost/asio.hpp>
 #include <chrono>
-#include <filesystem>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -21,8 +21,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <boost/asio.hpp>
 
 #include "support/files.hpp"
 #include "support/temp_dir.hpp"
@@ -38,8 +36,10 @@ class ChildProcess {
       : out_path_(log_prefix + ".out"), err_path_(log_prefix + ".err") {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
@@ -99,8 +99,8 @@ class ChildProcess {
       while (std::getline(lines, line))
         if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
       if (!running())
-        throw std::runtime_error("child exited (code " + std::to_string(exit_code()) + ") before printing '" +
-                                 key + "'; its stderr: " + err());
+        throw std::runtime_error("child exited (code " + std::to_string(exit_code()) +
+                                 ") before printing '" + key + "'; its stderr: " + err());
       if (std::chrono::steady_clock::now() >= deadline)
         throw std::runtime_error("child did not print '" + key + "' in time; its stderr: " + err());
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

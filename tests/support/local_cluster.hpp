@@ -32,8 +32,9 @@ struct LocalCluster {
   // (Re)starts ps task i on its address.
   void start_ps(int i) {
     ps[static_cast<std::size_t>(i)] = std::make_unique<ChildProcess>(
-        std::vector<std::string>{PSFLOW_TASK_BINARY, "--ps_hosts=" + join(ps_hosts), "--worker_hosts=" + join(worker_hosts),
-                                 "--job_name=ps", "--task_index=" + std::to_string(i)},
+        std::vector<std::string>{PSFLOW_TASK_BINARY, "--ps_hosts=" + join(ps_hosts),
+                                 "--worker_hosts=" + join(worker_hosts), "--job_name=ps",
+                                 "--task_index=" + std::to_string(i)},
         logs / ("ps" + std::to_string(i)));
   }
 

@@ -24,37 +24,54 @@ concept TensorElement = is_tensor_element_v<T>;
 
 template <TensorElement T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::float32;
-  else if constexpr (std::is_same_v<T, double>) return DType::float64;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return DType::int32;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return DType::int64;
-  else return DType::boolean;
+  if constexpr (std::is_same_v<T, float>)
+    return DType::float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::float64;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return DType::int32;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return DType::int64;
+  else
+    return DType::boolean;
 }
 
 // numpy's / TF's names: "float32", "float64", "int32", "int64", "bool".
 constexpr std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::float32: return "float32";
-    case DType::float64: return "float64";
-    case DType::int32: return "int32";
-    case DType::int64: return "int64";
-    case DType::boolean: return "bool";
+    case DType::float32:
+      return "float32";
+    case DType::float64:
+      return "float64";
+    case DType::int32:
+      return "int32";
+    case DType::int64:
+      return "int64";
+    case DType::boolean:
+      return "bool";
   }
   return "unknown";
 }
 
 constexpr std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::float32: return 4;
-    case DType::float64: return 8;
-    case DType::int32: return 4;
-    case DType::int64: return 8;
-    case DType::boolean: return 1;
+    case DType::float32:
+      return 4;
+    case DType::float64:
+      return 8;
+    case DType::int32:
+      return 4;
+    case DType::int64:
+      return 8;
+    case DType::boolean:
+      return 1;
   }
   return 0;
 }
 
-constexpr bool is_floating(DType dtype) { return dtype == DType::float32 || dtype == DType::float64; }
+constexpr bool is_floating(DType dtype) {
+  return dtype == DType::float32 || dtype == DType::float64;
+}
 constexpr bool is_numeric(DType dtype) { return dtype != DType::boolean; }
 
 // Parses "float32", "float64", "int32", "int64", "bool" (also "float"/"double"); throws otherwise.
@@ -77,11 +94,16 @@ struct TypeTag {
 template <class Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::float32: return fn(TypeTag<float>{});
-    case DType::float64: return fn(TypeTag<double>{});
-    case DType::int32: return fn(TypeTag<std::int32_t>{});
-    case DType::int64: return fn(TypeTag<std::int64_t>{});
-    case DType::boolean: return fn(TypeTag<bool>{});
+    case DType::float32:
+      return fn(TypeTag<float>{});
+    case DType::float64:
+      return fn(TypeTag<double>{});
+    case DType::int32:
+      return fn(TypeTag<std::int32_t>{});
+    case DType::int64:
+      return fn(TypeTag<std::int64_t>{});
+    case DType::boolean:
+      return fn(TypeTag<bool>{});
   }
   throw Internal("visit_dtype: corrupt DType value");
 }
@@ -91,10 +113,14 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
 template <class Fn>
 decltype(auto) visit_numeric_dtype(DType dtype, std::string_view what, Fn&& fn) {
   switch (dtype) {
-    case DType::float32: return fn(TypeTag<float>{});
-    case DType::float64: return fn(TypeTag<double>{});
-    case DType::int32: return fn(TypeTag<std::int32_t>{});
-    case DType::int64: return fn(TypeTag<std::int64_t>{});
+    case DType::float32:
+      return fn(TypeTag<float>{});
+    case DType::float64:
+      return fn(TypeTag<double>{});
+    case DType::int32:
+      return fn(TypeTag<std::int32_t>{});
+    case DType::int64:
+      return fn(TypeTag<std::int64_t>{});
     default:
       throw InvalidArgument(std::string(what) +
                             " is not defined for bool tensors: use a number type");
@@ -105,8 +131,10 @@ decltype(auto) visit_numeric_dtype(DType dtype, std::string_view what, Fn&& fn) 
 template <class Fn>
 decltype(auto) visit_floating_dtype(DType dtype, std::string_view what, Fn&& fn) {
   switch (dtype) {
-    case DType::float32: return fn(TypeTag<float>{});
-    case DType::float64: return fn(TypeTag<double>{});
+    case DType::float32:
+      return fn(TypeTag<float>{});
+    case DType::float64:
+      return fn(TypeTag<double>{});
     default:
       throw InvalidArgument(std::string(what) + " needs float32 or float64 inputs, got " +
                             std::string(dtype_name(dtype)));

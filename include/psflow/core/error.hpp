@@ -24,22 +24,34 @@ enum class ErrorCode {
   deadline_exceeded,
   data_loss,
   internal,
-  out_of_range,  // an input ran out, e.g. a closed queue: the normal end of a loop (TF's OutOfRange)
+  out_of_range,  // an input ran out, e.g. a closed queue: the normal end of a loop (TF's
+                 // OutOfRange)
 };
 
 inline std::string_view error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::ok: return "OK";
-    case ErrorCode::invalid_argument: return "InvalidArgument";
-    case ErrorCode::not_found: return "NotFound";
-    case ErrorCode::already_exists: return "AlreadyExists";
-    case ErrorCode::failed_precondition: return "FailedPrecondition";
-    case ErrorCode::unavailable: return "Unavailable";
-    case ErrorCode::aborted: return "Aborted";
-    case ErrorCode::deadline_exceeded: return "DeadlineExceeded";
-    case ErrorCode::data_loss: return "DataLoss";
-    case ErrorCode::internal: return "Internal";
-    case ErrorCode::out_of_range: return "OutOfRange";
+    case ErrorCode::ok:
+      return "OK";
+    case ErrorCode::invalid_argument:
+      return "InvalidArgument";
+    case ErrorCode::not_found:
+      return "NotFound";
+    case ErrorCode::already_exists:
+      return "AlreadyExists";
+    case ErrorCode::failed_precondition:
+      return "FailedPrecondition";
+    case ErrorCode::unavailable:
+      return "Unavailable";
+    case ErrorCode::aborted:
+      return "Aborted";
+    case ErrorCode::deadline_exceeded:
+      return "DeadlineExceeded";
+    case ErrorCode::data_loss:
+      return "DataLoss";
+    case ErrorCode::internal:
+      return "Internal";
+    case ErrorCode::out_of_range:
+      return "OutOfRange";
   }
   return "Unknown";
 }
@@ -59,9 +71,9 @@ class Error : public std::runtime_error {
   std::string message_;
 };
 
-#define PSFLOW_DEFINE_ERROR(Name, code_value)                                       \
-  class Name : public Error {                                                       \
-   public:                                                                          \
+#define PSFLOW_DEFINE_ERROR(Name, code_value)                                            \
+  class Name : public Error {                                                            \
+   public:                                                                               \
     explicit Name(const std::string& message) : Error(ErrorCode::code_value, message) {} \
   };
 PSFLOW_DEFINE_ERROR(InvalidArgument, invalid_argument)
@@ -79,17 +91,27 @@ PSFLOW_DEFINE_ERROR(OutOfRange, out_of_range)
 // Throws the psflow::Error subclass that matches `code`.
 [[noreturn]] inline void throw_error(ErrorCode code, const std::string& message) {
   switch (code) {
-    case ErrorCode::invalid_argument: throw InvalidArgument(message);
-    case ErrorCode::not_found: throw NotFound(message);
-    case ErrorCode::already_exists: throw AlreadyExists(message);
-    case ErrorCode::failed_precondition: throw FailedPrecondition(message);
-    case ErrorCode::unavailable: throw Unavailable(message);
-    case ErrorCode::aborted: throw Aborted(message);
-    case ErrorCode::deadline_exceeded: throw DeadlineExceeded(message);
-    case ErrorCode::data_loss: throw DataLoss(message);
-    case ErrorCode::out_of_range: throw OutOfRange(message);
+    case ErrorCode::invalid_argument:
+      throw InvalidArgument(message);
+    case ErrorCode::not_found:
+      throw NotFound(message);
+    case ErrorCode::already_exists:
+      throw AlreadyExists(message);
+    case ErrorCode::failed_precondition:
+      throw FailedPrecondition(message);
+    case ErrorCode::unavailable:
+      throw Unavailable(message);
+    case ErrorCode::aborted:
+      throw Aborted(message);
+    case ErrorCode::deadline_exceeded:
+      throw DeadlineExceeded(message);
+    case ErrorCode::data_loss:
+      throw DataLoss(message);
+    case ErrorCode::out_of_range:
+      throw OutOfRange(message);
     case ErrorCode::ok:
-    case ErrorCode::internal: break;
+    case ErrorCode::internal:
+      break;
   }
   throw Internal(message);
 }

@@ -16,7 +16,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>
 
@@ -39,7 +38,8 @@ class TensorBuffer {
   static constexpr std::size_t inline_bytes = 16;
 
   explicit TensorBuffer(std::size_t nbytes)
-      : block_(nbytes <= inline_bytes ? Block{inline_data_, inline_bytes} : allocate_block(nbytes)), nbytes_(nbytes) {}
+      : block_(nbytes <= inline_bytes ? Block{inline_data_, inline_bytes} : allocate_block(nbytes)),
+        nbytes_(nbytes) {}
   TensorBuffer(const TensorBuffer&) = delete;
   TensorBuffer& operator=(const TensorBuffer&) = delete;
   ~TensorBuffer() {

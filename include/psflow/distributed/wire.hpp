@@ -1,27 +1,26 @@
 // The wire format. A frame is
 //   header (40 bytes) | metadata | tensor table | tensor payloads
 // The header has fixed-size little-endian fields; the metadata is the message (which request,
-// which step...) in Boost.Serialization's binary archive layout; the tensor table gives each tensor's
-// dtype and shape; the payloads are the tensors' raw bytes, written straight from their buffers
-// (scatter-gather) and read straight into freshly allocated destination tensors. Every size a
-// peer claims is checked against WireLimits before anything is allocated, and a frame that
-// fails a check is reported as DataLoss so that only its connection is closed.
+// which step...) in Boost.Serialization's binary archive layout; the tensor table gives each
+// tensor's dtype and shape; the payloads are the tensors' raw bytes, written straight from their
+// buffers (scatter-gather) and read straight into freshly allocated destination tensors. Every size
+// a peer claims is checked against WireLimits before anything is allocated, and a frame that fails
+// a check is reported as DataLoss so that only its connection is closed.
 #pragma once
 
 #include <bit>
+#include <boost/archive/binary_iarchive.hpp>
+#include <boost/archive/binary_oarchive.hpp>
 #include <cstdint>
 #include <cstring>
 #include <istream>
 #include <limits>
 #include <ostream>
-#include <type_traits>
 #include <streambuf>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
-
-#include <boost/archive/binary_iarchive.hpp>
-#include <boost/archive/binary_oarchive.hpp>
 
 #include "psflow/core/error.hpp"
 #include "psflow/core/tensor.hpp"
@@ -29,22 +28,23 @@
 
 namespace psflow::wire {
 
-static_assert(std::endian::native == std::endian::little, "psflow's wire format assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "psflow's wire format assumes a little-endian host");
 
 inline constexpr std::uint32_t kMagic = 0x57465350;  // "PSFW"
 inline constexpr std::uint16_t kVersion = 1;
 inline constexpr std::size_t kHeaderBytes = 40;
 
 enum class MessageType : std::uint16_t {
-  hello = 1,        // first frame on a connection: who I am
-  reply,            // answer to any request: status (+ handle, + tensors)
-  register_graph,   // master -> worker: a partition to run later
-  run_graph,        // master -> worker: run a registered partition for one step
-  tensor,           // one-way: a tensor for a step's rendezvous on the receiving task
-  abort_step,       // one-way: fail every pending recv of a step
-  deregister_graph, // master -> worker: forget a partition
-  stop_server,      // "please stop": the receiving server's join() returns
-  ping,             // liveness / incarnation check
+  hello = 1,         // first frame on a connection: who I am
+  reply,             // answer to any request: status (+ handle, + tensors)
+  register_graph,    // master -> worker: a partition to run later
+  run_graph,         // master -> worker: run a registered partition for one step
+  tensor,            // one-way: a tensor for a step's rendezvous on the receiving task
+  abort_step,        // one-way: fail every pending recv of a step
+  deregister_graph,  // master -> worker: forget a partition
+  stop_server,       // "please stop": the receiving server's join() returns
+  ping,              // liveness / incarnation check
   last = ping,
 };
 
@@ -109,24 +109,26 @@ inline FrameHeader decode_header(const unsigned char* in, const WireLimits& limi
   get(h.tensor_count);
   get(h.reserved);
   h.type = static_cast<MessageType>(type);
-  if (h.magic != kMagic) throw DataLoss("not a psflow frame (bad magic): is something else talking to this port?");
+  if (h.magic != kMagic)
+    throw DataLoss("not a psflow frame (bad magic): is something else talking to this port?");
   if (h.version != kVersion)
-    throw DataLoss("psflow wire version " + std::to_string(h.version) + " is not supported (this is version " +
-                   std::to_string(kVersion) + "): run the same psflow version on every task");
+    throw DataLoss("psflow wire version " + std::to_string(h.version) +
+                   " is not supported (this is version " + std::to_string(kVersion) +
+                   "): run the same psflow version on every task");
   if (type == 0 || type > static_cast<std::uint16_t>(MessageType::last))
     throw DataLoss("unknown message type " + std::to_string(type));
   if (h.metadata_bytes > limits.max_metadata_bytes)
-    throw DataLoss("frame metadata of " + std::to_string(h.metadata_bytes) + " bytes exceeds the limit of " +
-                   std::to_string(limits.max_metadata_bytes));
+    throw DataLoss("frame metadata of " + std::to_string(h.metadata_bytes) +
+                   " bytes exceeds the limit of " + std::to_string(limits.max_metadata_bytes));
   if (h.tensor_count > limits.max_tensors)
     throw DataLoss("frame claims " + std::to_string(h.tensor_count) + " tensors, the limit is " +
                    std::to_string(limits.max_tensors));
   if (h.table_bytes > static_cast<std::uint64_t>(h.tensor_count) * (2 + 8 * 255))
-    throw DataLoss("frame tensor table of " + std::to_string(h.table_bytes) + " bytes is too large for " +
-                   std::to_string(h.tensor_count) + " tensors");
+    throw DataLoss("frame tensor table of " + std::to_string(h.table_bytes) +
+                   " bytes is too large for " + std::to_string(h.tensor_count) + " tensors");
   if (h.payload_bytes > limits.max_frame_bytes)
-    throw DataLoss("frame payload of " + std::to_string(h.payload_bytes) + " bytes exceeds the limit of " +
-                   std::to_string(limits.max_frame_bytes));
+    throw DataLoss("frame payload of " + std::to_string(h.payload_bytes) +
+                   " bytes exceeds the limit of " + std::to_string(limits.max_frame_bytes));
   return h;
 }
 
@@ -157,7 +159,8 @@ inline std::vector<Tensor> allocate_from_table(std::string_view table, const Fra
     const auto dtype_code = static_cast<unsigned char>(table[pos]);
     const auto rank = static_cast<unsigned char>(table[pos + 1]);
     pos += 2;
-    if (dtype_code > static_cast<unsigned char>(DType::boolean)) throw DataLoss("tensor table names an unknown dtype");
+    if (dtype_code > static_cast<unsigned char>(DType::boolean))
+      throw DataLoss("tensor table names an unknown dtype");
     const auto dtype = static_cast<DType>(dtype_code);
     if (pos + 8ull * rank > table.size()) throw DataLoss("tensor table is truncated");
     Shape shape(rank);
@@ -167,13 +170,14 @@ inline std::vector<Tensor> allocate_from_table(std::string_view table, const Fra
       std::memcpy(&dim, table.data() + pos, sizeof dim);
       pos += sizeof dim;
       if (dim != 0 && bytes > limits.max_tensor_bytes / dim)
-        throw DataLoss("a tensor in the frame claims more than the " + std::to_string(limits.max_tensor_bytes) +
-                       "-byte limit");
+        throw DataLoss("a tensor in the frame claims more than the " +
+                       std::to_string(limits.max_tensor_bytes) + "-byte limit");
       bytes *= dim;
       shape[d] = static_cast<std::size_t>(dim);
     }
     total += bytes;
-    if (total > h.payload_bytes) throw DataLoss("tensor table claims more bytes than the frame carries");
+    if (total > h.payload_bytes)
+      throw DataLoss("tensor table claims more bytes than the frame carries");
     tensors.push_back(Tensor::uninitialized(dtype, std::move(shape)));
   }
   if (pos != table.size()) throw DataLoss("tensor table has trailing bytes");
@@ -221,7 +225,8 @@ class StringWriteBuffer : public std::streambuf {
     return n;
   }
   int_type overflow(int_type c) override {
-    if (!traits_type::eq_int_type(c, traits_type::eof())) bytes_.push_back(traits_type::to_char_type(c));
+    if (!traits_type::eq_int_type(c, traits_type::eof()))
+      bytes_.push_back(traits_type::to_char_type(c));
     return traits_type::not_eof(c);
   }
 
@@ -242,7 +247,9 @@ class PlainWriter {
     save_binary(&value, sizeof value);
     return *this;
   }
-  void save_binary(const void* data, std::size_t n) { bytes_.append(static_cast<const char*>(data), n); }
+  void save_binary(const void* data, std::size_t n) {
+    bytes_.append(static_cast<const char*>(data), n);
+  }
   std::string take() { return std::move(bytes_); }
 
  private:
@@ -265,7 +272,8 @@ class PlainReader : public ByteSource {
     return *this;
   }
   void load_binary(void* data, std::size_t n) {
-    if (n > remaining()) throw DataLoss("it ends " + std::to_string(n - remaining()) + " bytes early");
+    if (n > remaining())
+      throw DataLoss("it ends " + std::to_string(n - remaining()) + " bytes early");
     std::memcpy(data, bytes_.data() + offset_, n);
     offset_ += n;
   }
@@ -286,8 +294,8 @@ inline thread_local const ByteSource* decoding = nullptr;
 inline std::uint64_t checked_count(std::uint64_t count, std::size_t min_element_bytes) {
   const std::size_t left = decoding ? decoding->remaining() : 0;
   if (min_element_bytes > 0 && count > left / min_element_bytes)
-    throw DataLoss("message claims " + std::to_string(count) + " elements but only " + std::to_string(left) +
-                   " bytes remain");
+    throw DataLoss("message claims " + std::to_string(count) + " elements but only " +
+                   std::to_string(left) + " bytes remain");
   return count;
 }
 }  // namespace detail
@@ -336,12 +344,14 @@ template <class Archive>
 void load_tensor(Archive& ar, Tensor& t) {
   std::uint8_t dtype = 0;
   ar >> dtype;
-  if (dtype > static_cast<std::uint8_t>(DType::boolean)) throw DataLoss("message holds a tensor of unknown dtype");
+  if (dtype > static_cast<std::uint8_t>(DType::boolean))
+    throw DataLoss("message holds a tensor of unknown dtype");
   std::vector<std::uint64_t> dims;
   load_sequence(ar, dims, [](Archive& a, std::uint64_t& d) { a >> d; });
   std::uint64_t bytes = dtype_size(static_cast<DType>(dtype));
   for (auto d : dims) {
-    if (d != 0 && bytes > std::numeric_limits<std::uint32_t>::max() / d) throw DataLoss("message holds an oversized tensor");
+    if (d != 0 && bytes > std::numeric_limits<std::uint32_t>::max() / d)
+      throw DataLoss("message holds an oversized tensor");
     bytes *= d;
   }
   detail::checked_count(bytes, 1);
@@ -356,12 +366,16 @@ void save_attr(Archive& ar, const AttrValue& v) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::string>) save_string(ar, x);
-        else if constexpr (std::is_same_v<T, DType>) ar << static_cast<std::uint8_t>(x);
+        if constexpr (std::is_same_v<T, std::string>)
+          save_string(ar, x);
+        else if constexpr (std::is_same_v<T, DType>)
+          ar << static_cast<std::uint8_t>(x);
         else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
           save_sequence(ar, x, [](Archive& a, std::int64_t d) { a << d; });
-        else if constexpr (std::is_same_v<T, Tensor>) save_tensor(ar, x);
-        else ar << x;
+        else if constexpr (std::is_same_v<T, Tensor>)
+          save_tensor(ar, x);
+        else
+          ar << x;
       },
       v);
 }
@@ -370,14 +384,35 @@ void load_attr(Archive& ar, AttrValue& v) {
   std::uint8_t index = 0;
   ar >> index;
   switch (index) {
-    case 0: { bool x; ar >> x; v = x; break; }
-    case 1: { std::int64_t x; ar >> x; v = x; break; }
-    case 2: { double x; ar >> x; v = x; break; }
-    case 3: { std::string x; load_string(ar, x); v = std::move(x); break; }
+    case 0: {
+      bool x;
+      ar >> x;
+      v = x;
+      break;
+    }
+    case 1: {
+      std::int64_t x;
+      ar >> x;
+      v = x;
+      break;
+    }
+    case 2: {
+      double x;
+      ar >> x;
+      v = x;
+      break;
+    }
+    case 3: {
+      std::string x;
+      load_string(ar, x);
+      v = std::move(x);
+      break;
+    }
     case 4: {
       std::uint8_t x;
       ar >> x;
-      if (x > static_cast<std::uint8_t>(DType::boolean)) throw DataLoss("attribute holds an unknown dtype");
+      if (x > static_cast<std::uint8_t>(DType::boolean))
+        throw DataLoss("attribute holds an unknown dtype");
       v = static_cast<DType>(x);
       break;
     }
@@ -387,8 +422,14 @@ void load_attr(Archive& ar, AttrValue& v) {
       v = std::move(x);
       break;
     }
-    case 6: { Tensor x; load_tensor(ar, x); v = std::move(x); break; }
-    default: throw DataLoss("attribute of unknown kind " + std::to_string(index));
+    case 6: {
+      Tensor x;
+      load_tensor(ar, x);
+      v = std::move(x);
+      break;
+    }
+    default:
+      throw DataLoss("attribute of unknown kind " + std::to_string(index));
   }
 }
 
@@ -435,7 +476,8 @@ std::string encode(const Message& message) {
   } else {
     StringWriteBuffer out;
     {
-      boost::archive::binary_oarchive archive(out, boost::archive::no_header | boost::archive::no_codecvt);
+      boost::archive::binary_oarchive archive(
+          out, boost::archive::no_header | boost::archive::no_codecvt);
       message.save(archive);
     }
     return out.take();
@@ -457,7 +499,8 @@ Message decode(const std::string& bytes, const char* what) {
     } else {
       MemoryReadBuffer buffer(bytes);
       detail::decoding = &buffer;
-      boost::archive::binary_iarchive archive(buffer, boost::archive::no_header | boost::archive::no_codecvt);
+      boost::archive::binary_iarchive archive(
+          buffer, boost::archive::no_header | boost::archive::no_codecvt);
       message.load(archive);
       trailing = buffer.remaining();
     }

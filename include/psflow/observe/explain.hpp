@@ -41,8 +41,8 @@ inline std::string explain(const Graph& graph, const PartitionPlan& plan) {
   }
   out << "== explain: where this step runs ==\n";
   for (const auto& [device, ops] : ops_by_device) {
-    out << detail::task_label(device) << " = " << device << (device == client_device ? "  [this process]" : "")
-        << "\n";
+    out << detail::task_label(device) << " = " << device
+        << (device == client_device ? "  [this process]" : "") << "\n";
     for (const auto& op : ops) out << "    " << op << "\n";
   }
   out << "== tensors crossing processes, every step ==\n";
@@ -60,19 +60,20 @@ inline std::string explain(const Graph& graph, const PartitionPlan& plan) {
       sends += t.src_device == device;
       receives += t.dst_device == device;
     }
-    out << "    " << detail::task_label(device) << ": runs " << ops.size() << " op(s), sends " << sends
-        << " tensor(s), receives " << receives << "\n";
+    out << "    " << detail::task_label(device) << ": runs " << ops.size() << " op(s), sends "
+        << sends << " tensor(s), receives " << receives << "\n";
   }
   out << "    The master (in " << detail::task_label(client_device)
       << ") sends each other task one run request per step; each task runs its part, pushes the\n"
          "    tensors it produces to the task that needs them, and answers when its part is done.\n"
-         "    Variables stay in the process of the task that holds them: only their values travel.\n";
+         "    Variables stay in the process of the task that holds them: only their values "
+         "travel.\n";
   return out.str();
 }
 
 // Explains the run of `fetches` through `session` (a distributed session).
-inline std::string explain(Session& session, const std::vector<Output>& fetches, const FeedMap& feeds = {},
-                           const std::vector<Operation>& targets = {}) {
+inline std::string explain(Session& session, const std::vector<Output>& fetches,
+                           const FeedMap& feeds = {}, const std::vector<Operation>& targets = {}) {
   auto plan = session.describe(fetches, feeds, targets);
   if (!plan) return "== explain: an in-process session runs every op in this process ==\n";
   return explain(session.graph(), *plan);

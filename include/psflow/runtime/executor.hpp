@@ -35,14 +35,15 @@ class Executor {
  public:
   struct Params {
     const Graph* graph = nullptr;
-    std::vector<int> nodes;          // node ids to run (closed under inputs, except fed tensors)
-    std::vector<TensorId> feeds;     // tensors supplied by the caller instead of computed
-    std::vector<TensorId> fetches;   // tensors returned to the caller
+    std::vector<int> nodes;         // node ids to run (closed under inputs, except fed tensors)
+    std::vector<TensorId> feeds;    // tensors supplied by the caller instead of computed
+    std::vector<TensorId> fetches;  // tensors returned to the caller
     std::function<Device&(const detail::Node&)> device_for;
     // Kernels of stateful ops (variables, random generators) must be one per session, not one
     // per executor, so their state carries over between runs with different fetches. When
     // set, stateful kernels come from here: (node, create) -> the session's kernel.
-    std::function<std::shared_ptr<OpKernel>(const detail::Node&, const std::function<std::shared_ptr<OpKernel>()>&)>
+    std::function<std::shared_ptr<OpKernel>(const detail::Node&,
+                                            const std::function<std::shared_ptr<OpKernel>()>&)>
         stateful_kernel;
   };
   using DoneCallback = std::function<void(Status, std::vector<Tensor>)>;
@@ -117,7 +118,8 @@ struct Executor::StepState {
   DoneCallback done;
 
   const Entry& at(Location loc) const {
-    return loc >= 0 ? slots[static_cast<std::size_t>(loc)] : feeds[static_cast<std::size_t>(-loc - 1)];
+    return loc >= 0 ? slots[static_cast<std::size_t>(loc)]
+                    : feeds[static_cast<std::size_t>(-loc - 1)];
   }
   void record_error(const Status& error) {
     {
@@ -136,7 +138,8 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
   std::vector<int> plan_index(graph.num_nodes(), -1);
   std::unordered_map<long long, int> feed_index;
   auto key = [](TensorId t) { return (static_cast<long long>(t.node) << 20) | t.index; };
-  for (std::size_t f = 0; f < params_.feeds.size(); ++f) feed_index[key(params_.feeds[f])] = static_cast<int>(f);
+  for (std::size_t f = 0; f < params_.feeds.size(); ++f)
+    feed_index[key(params_.feeds[f])] = static_cast<int>(f);
 
   plan_.resize(params_.nodes.size());
   for (std::size_t i = 0; i < params_.nodes.size(); ++i) {
@@ -162,7 +165,8 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
     for (const TensorId& in : p.node->inputs) {
       p.inputs.push_back(locate(in, p.node->name));
       if (p.inputs.back() >= 0) {
-        plan_[static_cast<std::size_t>(plan_index[static_cast<std::size_t>(in.node)])].successors.push_back(static_cast<int>(i));
+        plan_[static_cast<std::size_t>(plan_index[static_cast<std::size_t>(in.node)])]
+            .successors.push_back(static_cast<int>(i));
         ++p.initial_pending;
       }
     }
@@ -180,8 +184,9 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
       auto create = [&]() -> std::shared_ptr<OpKernel> {
         return KernelRegistry::global().create(OpKernelConstruction(*p.node, *p.device, graph));
       };
-      p.kernel = (p.node->def->stateful && params_.stateful_kernel) ? params_.stateful_kernel(*p.node, create)
-                                                                     : create();
+      p.kernel = (p.node->def->stateful && params_.stateful_kernel)
+                     ? params_.stateful_kernel(*p.node, create)
+                     : create();
     } catch (const Error& e) {
       throw_error(e.code(), "cannot create kernel for " + p.node->type + " '" + p.node->name +
                                 "' on " + p.device->name() + ": " + e.message());
@@ -215,7 +220,8 @@ inline void Executor::run_async(StepContext& step, std::vector<Tensor> feeds, Th
   for (std::size_t i = 0; i < plan_.size(); ++i)
     s->pending[i].store(plan_[i].initial_pending, std::memory_order_relaxed);
   s->uses.reset(new std::atomic<int>[slot_uses_.size()]);
-  for (std::size_t i = 0; i < slot_uses_.size(); ++i) s->uses[i].store(slot_uses_[i], std::memory_order_relaxed);
+  for (std::size_t i = 0; i < slot_uses_.size(); ++i)
+    s->uses[i].store(slot_uses_[i], std::memory_order_relaxed);
   if (plan_.empty()) {
     complete_step(s);
     return;
@@ -255,8 +261,8 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
           p.async_kernel->compute_async(*call->ctx, [this, s, id, call](Status status) {
             const PlanNode& node = plan_[static_cast<std::size_t>(id)];
             if (!status.ok())
-              s->record_error(status.with_context(node.node->type + " '" + node.node->name + "' on " +
-                                                  node.device->name()));
+              s->record_error(status.with_context(node.node->type + " '" + node.node->name +
+                                                  "' on " + node.device->name()));
             std::vector<int> next;
             finish_node(s, id, next);
             process(s, std::move(next));
@@ -291,7 +297,8 @@ inline void Executor::finish_node(StepState* s, int id, std::vector<int>& ready)
   if (!s->failed.load(std::memory_order_acquire)) {
     bool kept_expensive = false;
     for (int succ : p.successors) {
-      if (s->pending[static_cast<std::size_t>(succ)].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+      if (s->pending[static_cast<std::size_t>(succ)].fetch_sub(1, std::memory_order_acq_rel) != 1)
+        continue;
       s->outstanding.fetch_add(1, std::memory_order_relaxed);
       const PlanNode& next = plan_[static_cast<std::size_t>(succ)];
       if (!next.expensive || !s->pool || (!kept_expensive && ready.empty())) {

@@ -46,8 +46,9 @@ class GradientAccumulator {
         sum_ = gradient.deep_copy();
       } else {
         if (gradient.shape() != sum_.shape())
-          throw InvalidArgument("accumulator '" + name_ + "' got gradients of shapes " + shape_string(sum_.shape()) +
-                                " and " + shape_string(gradient.shape()));
+          throw InvalidArgument("accumulator '" + name_ + "' got gradients of shapes " +
+                                shape_string(sum_.shape()) + " and " +
+                                shape_string(gradient.shape()));
         visit_floating_dtype(dtype_, "gradient accumulation", [&](auto tag) {
           using T = typename decltype(tag)::type;
           T* dst = sum_.data<T>();
@@ -65,14 +66,16 @@ class GradientAccumulator {
   // Calls `done` with the average of `required` gradients once they are in; returns an id for
   // cancel_take().
   std::uint64_t take(int required, TakeCallback done) {
-    if (required < 1) throw InvalidArgument("accumulator '" + name_ + "': num_required must be at least 1");
+    if (required < 1)
+      throw InvalidArgument("accumulator '" + name_ + "': num_required must be at least 1");
     std::vector<std::pair<TakeCallback, Tensor>> ready;
     std::uint64_t id = 0;
     Status closed;
     {
       std::lock_guard lock(mutex_);
       if (closed_) {
-        closed = Status(ErrorCode::out_of_range, "accumulator '" + name_ + "' is closed: training has ended");
+        closed = Status(ErrorCode::out_of_range,
+                        "accumulator '" + name_ + "' is closed: training has ended");
       } else {
         id = next_taker_++;
         takers_.emplace(id, Taker{required, std::move(done)});
@@ -109,7 +112,9 @@ class GradientAccumulator {
       takers.swap(takers_);
     }
     for (auto& [id, t] : takers)
-      t.done(Status(ErrorCode::out_of_range, "accumulator '" + name_ + "' closed: training has ended"), Tensor());
+      t.done(
+          Status(ErrorCode::out_of_range, "accumulator '" + name_ + "' closed: training has ended"),
+          Tensor());
   }
   // Opens a closed accumulator again (a new session of the chief).
   void reopen() {

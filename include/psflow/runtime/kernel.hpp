@@ -28,7 +28,7 @@ class CancellationManager;
 // What one step shares across all its kernels.
 struct StepContext {
   std::uint64_t step_id = 0;
-  Rendezvous* rendezvous = nullptr;  // set when the step exchanges tensors (Send/Recv)
+  Rendezvous* rendezvous = nullptr;             // set when the step exchanges tensors (Send/Recv)
   CancellationManager* cancellation = nullptr;  // tells waiting kernels the step failed
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
@@ -55,7 +55,9 @@ class OpKernelConstruction {
     const TensorId& in = node_.inputs.at(static_cast<std::size_t>(i));
     return graph_.node(in.node).outputs.at(static_cast<std::size_t>(in.index)).dtype;
   }
-  const OutputSpec& output_spec(int i) const { return node_.outputs.at(static_cast<std::size_t>(i)); }
+  const OutputSpec& output_spec(int i) const {
+    return node_.outputs.at(static_cast<std::size_t>(i));
+  }
 
  private:
   const detail::Node& node_;
@@ -81,7 +83,8 @@ class OpKernelContext {
   // Input i as a variable; InvalidArgument if it is a plain tensor.
   VariableResource& ref_input(int i) {
     if (!inputs_[i]->ref)
-      throw InvalidArgument("input " + std::to_string(i) + " of '" + node_.name + "' must be a variable");
+      throw InvalidArgument("input " + std::to_string(i) + " of '" + node_.name +
+                            "' must be a variable");
     return *inputs_[i]->ref;
   }
   void set_output(int i, Tensor value) { outputs_[i].tensor = std::move(value); }

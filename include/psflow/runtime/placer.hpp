@@ -25,7 +25,8 @@ class UnionFind {
   explicit UnionFind(std::size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), 0); }
   int find(int x) {
     while (parent_[static_cast<std::size_t>(x)] != x) {
-      parent_[static_cast<std::size_t>(x)] = parent_[static_cast<std::size_t>(parent_[static_cast<std::size_t>(x)])];
+      parent_[static_cast<std::size_t>(x)] =
+          parent_[static_cast<std::size_t>(parent_[static_cast<std::size_t>(x)])];
       x = parent_[static_cast<std::size_t>(x)];
     }
     return x;
@@ -58,7 +59,8 @@ inline std::vector<std::string> place_nodes(const Graph& graph, const std::vecto
     const auto& node = graph.node(id);
     if (node.colocate_with >= 0) groups.unite(id, node.colocate_with);
     for (const TensorId& in : node.inputs)
-      if (graph.node(in.node).outputs[static_cast<std::size_t>(in.index)].is_ref) groups.unite(id, in.node);
+      if (graph.node(in.node).outputs[static_cast<std::size_t>(in.index)].is_ref)
+        groups.unite(id, in.node);
   }
 
   // Merge the requests of each group, remembering which op set each field first.
@@ -73,17 +75,19 @@ inline std::vector<std::string> place_nodes(const Graph& graph, const std::vecto
     if (spec.empty()) return;
     auto conflict = [&](bool clash) {
       if (clash)
-        throw InvalidArgument("ops '" + graph.node(r.first_op).name + "' (" + r.spec.to_string() + ") and '" +
-                              node.name + "' (" + node.device +
-                              ") must run on one device (colocated, or one updates the other's "
-                              "variable) but ask for different devices: make their device scopes agree");
+        throw InvalidArgument(
+            "ops '" + graph.node(r.first_op).name + "' (" + r.spec.to_string() + ") and '" +
+            node.name + "' (" + node.device +
+            ") must run on one device (colocated, or one updates the other's "
+            "variable) but ask for different devices: make their device scopes agree");
     };
     if (r.first_op >= 0) {
       conflict(spec.job && r.spec.job && *spec.job != *r.spec.job);
       conflict(spec.replica && r.spec.replica && *spec.replica != *r.spec.replica);
       conflict(spec.task && r.spec.task && *spec.task != *r.spec.task);
       conflict(spec.device_type && r.spec.device_type && *spec.device_type != *r.spec.device_type);
-      conflict(spec.device_index && r.spec.device_index && *spec.device_index != *r.spec.device_index);
+      conflict(spec.device_index && r.spec.device_index &&
+               *spec.device_index != *r.spec.device_index);
     } else {
       r.first_op = id;
     }
@@ -114,10 +118,10 @@ inline std::vector<std::string> place_nodes(const Graph& graph, const std::vecto
           }
       }
       if (device.empty())
-        throw InvalidArgument("op '" + graph.node(r.first_op >= 0 ? r.first_op : id).name + "' (" +
-                              graph.node(id).type + ") asks for device '" + r.spec.to_string() +
-                              "', which is not in the cluster. Devices that exist: " +
-                              detail::join_devices(devices));
+        throw InvalidArgument(
+            "op '" + graph.node(r.first_op >= 0 ? r.first_op : id).name + "' (" +
+            graph.node(id).type + ") asks for device '" + r.spec.to_string() +
+            "', which is not in the cluster. Devices that exist: " + detail::join_devices(devices));
       it = chosen.emplace(group, device).first;
     }
     out.push_back(it->second);

@@ -75,7 +75,8 @@ class LocalRendezvous : public Rendezvous {
         auto& item = table_[key];
         if (!item.has_value) {
           if (item.waiter) {
-            status = {ErrorCode::internal, "rendezvous key '" + key + "' is received twice in one step"};
+            status = {ErrorCode::internal,
+                      "rendezvous key '" + key + "' is received twice in one step"};
           } else {
             item.waiter = std::move(done);
             return;

@@ -7,10 +7,10 @@
 #pragma once
 
 #include <map>
-#include <typeinfo>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -23,7 +23,10 @@ namespace psflow {
 class VariableResource {
  public:
   VariableResource(std::string name, std::string device, DType dtype, PartialShape shape)
-      : name_(std::move(name)), device_(std::move(device)), dtype_(dtype), shape_(std::move(shape)) {}
+      : name_(std::move(name)),
+        device_(std::move(device)),
+        dtype_(dtype),
+        shape_(std::move(shape)) {}
 
   const std::string& name() const noexcept { return name_; }
   const std::string& device() const noexcept { return device_; }
@@ -58,7 +61,8 @@ class VariableResource {
   Tensor update(Fn&& fn) {
     std::lock_guard lock(mutex_);
     if (value_.empty()) throw_uninitialized();
-    Tensor target = value_.is_sole_owner() ? value_ : Tensor::uninitialized(value_.dtype(), value_.shape());
+    Tensor target =
+        value_.is_sole_owner() ? value_ : Tensor::uninitialized(value_.dtype(), value_.shape());
     fn(static_cast<const Tensor&>(value_), target);
     value_ = std::move(target);
     return value_;

@@ -49,7 +49,8 @@ class TokenQueue {
         token = tokens_.front();
         tokens_.pop_front();
       } else if (closed_) {
-        status = Status(ErrorCode::out_of_range, "token queue '" + name_ + "' is closed: training has ended");
+        status = Status(ErrorCode::out_of_range,
+                        "token queue '" + name_ + "' is closed: training has ended");
       } else {
         id = next_++;
         waiters_.emplace(id, std::move(done));
@@ -94,7 +95,9 @@ class TokenQueue {
       tokens_.clear();
       waiters.swap(waiters_);
     }
-    for (auto& [id, w] : waiters) w(Status(ErrorCode::out_of_range, "token queue '" + name_ + "' closed: training has ended"), 0);
+    for (auto& [id, w] : waiters)
+      w(Status(ErrorCode::out_of_range, "token queue '" + name_ + "' closed: training has ended"),
+        0);
   }
   // Opens the queue again, empty (a new session of the chief).
   void reopen() {

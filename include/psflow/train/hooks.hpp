@@ -23,7 +23,8 @@ namespace psflow::train {
 // What a hook sees of the run in progress.
 class SessionRunContext {
  public:
-  SessionRunContext(Session& session, const std::vector<Output>& fetches) : session_(session), fetches_(fetches) {}
+  SessionRunContext(Session& session, const std::vector<Output>& fetches)
+      : session_(session), fetches_(fetches) {}
   Session& session() const noexcept { return session_; }
   const std::vector<Output>& original_fetches() const noexcept { return fetches_; }
   void request_stop() noexcept { stop_requested_ = true; }
@@ -73,11 +74,15 @@ class StopAtStep : public SessionRunHook {
  public:
   StopAtStep(std::optional<std::int64_t> last_step, std::optional<std::int64_t> num_steps)
       : last_step_(last_step), num_steps_(num_steps) {
-    if (!!last_step == !!num_steps) throw InvalidArgument("StopAtStepHook: give exactly one of last_step and num_steps");
+    if (!!last_step == !!num_steps)
+      throw InvalidArgument("StopAtStepHook: give exactly one of last_step and num_steps");
   }
-  void begin(Graph& graph) override { global_step_ = require_global_step(graph, "StopAtStepHook").value(); }
+  void begin(Graph& graph) override {
+    global_step_ = require_global_step(graph, "StopAtStepHook").value();
+  }
   void after_create_session(Session& sess) override {
-    if (num_steps_ && !last_step_) last_step_ = step_value(sess.run({global_step_})[0]) + *num_steps_;
+    if (num_steps_ && !last_step_)
+      last_step_ = step_value(sess.run({global_step_})[0]) + *num_steps_;
   }
   SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
   void after_run(SessionRunContext& ctx, const SessionRunValues& values) override {
@@ -95,7 +100,9 @@ class StopAtStep : public SessionRunHook {
 class StepCounter : public SessionRunHook {
  public:
   explicit StepCounter(std::int64_t every_n_steps) : every_(every_n_steps) {}
-  void begin(Graph& graph) override { global_step_ = require_global_step(graph, "StepCounterHook").value(); }
+  void begin(Graph& graph) override {
+    global_step_ = require_global_step(graph, "StepCounterHook").value();
+  }
   SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
   void after_run(SessionRunContext&, const SessionRunValues& values) override {
     const std::int64_t step = step_value(values.results[0]);
@@ -109,7 +116,8 @@ class StepCounter : public SessionRunHook {
     const double seconds = std::chrono::duration<double>(now - last_time_).count();
     if (seconds > 0) {
       rate_ = static_cast<double>(step - *last_step_) / seconds;
-      std::fprintf(stderr, "[psflow] global_step/sec: %.4g (global step %lld)\n", rate_, static_cast<long long>(step));
+      std::fprintf(stderr, "[psflow] global_step/sec: %.4g (global step %lld)\n", rate_,
+                   static_cast<long long>(step));
     }
     last_step_ = step;
     last_time_ = now;
@@ -155,7 +163,10 @@ class CheckpointSaverHook : public SessionRunHook {
  public:
   CheckpointSaverHook(std::string checkpoint_dir, std::optional<double> save_secs,
                       std::optional<std::int64_t> save_steps, std::size_t max_to_keep = 5)
-      : dir_(std::move(checkpoint_dir)), save_secs_(save_secs), save_steps_(save_steps), max_to_keep_(max_to_keep) {}
+      : dir_(std::move(checkpoint_dir)),
+        save_secs_(save_secs),
+        save_steps_(save_steps),
+        max_to_keep_(max_to_keep) {}
 
   void begin(Graph& graph) override {
     global_step_ = detail::require_global_step(graph, "CheckpointSaverHook").value();
@@ -207,7 +218,8 @@ inline std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n_step
   return std::make_shared<detail::StepCounter>(every_n_steps);
 }
 // Logs the values of `tensors` every `every_n_steps` runs.
-inline std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors, std::int64_t every_n_steps) {
+inline std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors,
+                                                         std::int64_t every_n_steps) {
   return std::make_shared<detail::LoggingTensors>(std::move(tensors), every_n_steps);
 }
 

@@ -23,9 +23,9 @@
 namespace psflow::train {
 
 struct MonitoredTrainingSessionOptions {
-  std::string master;                  // Server::target(), "" for in-process
+  std::string master;  // Server::target(), "" for in-process
   bool is_chief = true;
-  std::string checkpoint_dir;          // "": no checkpoints
+  std::string checkpoint_dir;  // "": no checkpoints
   std::vector<std::shared_ptr<SessionRunHook>> hooks;
   std::vector<std::shared_ptr<SessionRunHook>> chief_only_hooks;
   std::optional<double> save_checkpoint_secs = 600;   // chief with checkpoint_dir
@@ -44,18 +44,22 @@ class MonitoredTrainingSession {
   MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options)
       : graph_(graph), options_(std::move(options)), hooks_(options_.hooks) {
     if (options_.is_chief) {
-      hooks_.insert(hooks_.end(), options_.chief_only_hooks.begin(), options_.chief_only_hooks.end());
+      hooks_.insert(hooks_.end(), options_.chief_only_hooks.begin(),
+                    options_.chief_only_hooks.end());
       if (find_variable(graph_, "global_step")) {
-        if (options_.log_step_count_steps > 0) hooks_.push_back(StepCounterHook(options_.log_step_count_steps));
-        if (!options_.checkpoint_dir.empty() && (options_.save_checkpoint_secs || options_.save_checkpoint_steps))
-          hooks_.push_back(std::make_shared<CheckpointSaverHook>(options_.checkpoint_dir, options_.save_checkpoint_secs,
-                                                                 options_.save_checkpoint_steps,
-                                                                 options_.max_checkpoints_to_keep));
+        if (options_.log_step_count_steps > 0)
+          hooks_.push_back(StepCounterHook(options_.log_step_count_steps));
+        if (!options_.checkpoint_dir.empty() &&
+            (options_.save_checkpoint_secs || options_.save_checkpoint_steps))
+          hooks_.push_back(std::make_shared<CheckpointSaverHook>(
+              options_.checkpoint_dir, options_.save_checkpoint_secs,
+              options_.save_checkpoint_steps, options_.max_checkpoints_to_keep));
       }
     }
     init_op_ = options_.init_op.valid() ? options_.init_op : global_variables_initializer(graph_);
     readiness_ = ReadinessCheck(global_variables(graph_));
-    if (options_.is_chief && !options_.checkpoint_dir.empty()) saver_ = std::make_unique<Saver>(graph_, options_.max_checkpoints_to_keep);
+    if (options_.is_chief && !options_.checkpoint_dir.empty())
+      saver_ = std::make_unique<Saver>(graph_, options_.max_checkpoints_to_keep);
     for (auto& hook : hooks_) hook->begin(graph_);
     create_session_with_retries(Status(ErrorCode::ok, ""));
   }
@@ -91,7 +95,8 @@ class MonitoredTrainingSession {
         return {};
       } catch (const Error& e) {
         if (e.code() != ErrorCode::aborted && e.code() != ErrorCode::unavailable) throw;
-        if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs)) throw;
+        if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs))
+          throw;
         log("run failed (" + std::string(e.what()) + "); re-creating the session and retrying");
         create_session_with_retries(Status(e.code(), e.message()));
       }
@@ -116,9 +121,12 @@ class MonitoredTrainingSession {
   }
 
  private:
-  static std::chrono::duration<double> seconds(double s) { return std::chrono::duration<double>(s); }
+  static std::chrono::duration<double> seconds(double s) {
+    return std::chrono::duration<double>(s);
+  }
   void log(const std::string& line) const {
-    std::fprintf(stderr, "[psflow] MonitoredTrainingSession%s: %s\n", options_.is_chief ? " (chief)" : "", line.c_str());
+    std::fprintf(stderr, "[psflow] MonitoredTrainingSession%s: %s\n",
+                 options_.is_chief ? " (chief)" : "", line.c_str());
   }
 
   std::vector<Tensor> run_once(const std::vector<Output>& fetches, const FeedMap& feeds,
@@ -134,7 +142,8 @@ class MonitoredTrainingSession {
     std::size_t offset = fetches.size();
     for (std::size_t i = 0; i < hooks_.size(); ++i) {
       SessionRunValues values;
-      for (std::size_t j = 0; j < extra[i].fetches.size(); ++j) values.results.push_back(results[offset + j]);
+      for (std::size_t j = 0; j < extra[i].fetches.size(); ++j)
+        values.results.push_back(results[offset + j]);
       offset += extra[i].fetches.size();
       hooks_[i]->after_run(context, values);
     }
@@ -160,8 +169,10 @@ class MonitoredTrainingSession {
       } catch (const Error& e) {
         if (e.code() != ErrorCode::aborted && e.code() != ErrorCode::unavailable) throw;
         last = Status(e.code(), e.message());
-        if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs)) throw;
-        if (attempt == 0 || attempt % 10 == 0) log("cannot create a session yet (" + std::string(e.what()) + "); retrying");
+        if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs))
+          throw;
+        if (attempt == 0 || attempt % 10 == 0)
+          log("cannot create a session yet (" + std::string(e.what()) + "); retrying");
         std::this_thread::sleep_for(seconds(options_.recovery_wait_secs));
       }
     }
@@ -191,13 +202,15 @@ class MonitoredTrainingSession {
       if (missing.empty()) return;
       const auto now = std::chrono::steady_clock::now();
       if (now - started > seconds(options_.ready_deadline_secs))
-        throw DeadlineExceeded("waited " + std::to_string(static_cast<int>(options_.ready_deadline_secs)) +
-                               " s for the chief to initialize the model; still uninitialized: " + missing.front() +
-                               (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : "") +
-                               ". Is the chief (worker task 0) running?");
+        throw DeadlineExceeded(
+            "waited " + std::to_string(static_cast<int>(options_.ready_deadline_secs)) +
+            " s for the chief to initialize the model; still uninitialized: " + missing.front() +
+            (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : "") +
+            ". Is the chief (worker task 0) running?");
       if (now - last_log > std::chrono::seconds(5)) {
         log("waiting for the chief to initialize the model (" + missing.front() +
-            (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : "") + " uninitialized)");
+            (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : "") +
+            " uninitialized)");
         last_log = now;
       }
       std::this_thread::sleep_for(seconds(options_.recovery_wait_secs));

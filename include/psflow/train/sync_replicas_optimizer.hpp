@@ -50,7 +50,8 @@ class SyncReplicasOptimizer {
         replicas_to_aggregate_(replicas_to_aggregate),
         total_num_replicas_(total_num_replicas > 0 ? total_num_replicas : replicas_to_aggregate),
         options_(options) {
-    if (replicas_to_aggregate_ < 1) throw InvalidArgument("SyncReplicasOptimizer: replicas_to_aggregate must be >= 1");
+    if (replicas_to_aggregate_ < 1)
+      throw InvalidArgument("SyncReplicasOptimizer: replicas_to_aggregate must be >= 1");
   }
 
   GradsAndVars compute_gradients(Output loss, const std::vector<Variable>& var_list = {}) {
@@ -65,7 +66,8 @@ class SyncReplicasOptimizer {
   // Call once per graph.
   Operation apply_gradients(const GradsAndVars& grads_and_vars, Variable global_step) {
     if (!global_step.valid()) throw InvalidArgument("SyncReplicasOptimizer needs the global step");
-    if (built_) throw FailedPrecondition("SyncReplicasOptimizer::apply_gradients may be called once");
+    if (built_)
+      throw FailedPrecondition("SyncReplicasOptimizer::apply_gradients may be called once");
     built_ = true;
     Graph& g = global_step.graph();
     auto scope = g.name_scope("sync_replicas");
@@ -75,8 +77,11 @@ class SyncReplicasOptimizer {
     {
       auto colocated = g.colocate_with(anchor);
       local_step_ = ops::variable(g, {}, DType::int64, "sync_rep_local_step");
-      local_init_ = ops::assign(local_step_, ops::identity(global_step.value()), true, "local_step_init").op();
-      local_step_value_ = ops::identity(local_step_, "local_step_value");  // read here, sent as a value
+      local_init_ =
+          ops::assign(local_step_, ops::identity(global_step.value()), true, "local_step_init")
+              .op();
+      local_step_value_ =
+          ops::identity(local_step_, "local_step_value");  // read here, sent as a value
     }
 
     std::vector<Operation> pushes;
@@ -85,7 +90,8 @@ class SyncReplicasOptimizer {
     for (const auto& [grad, var] : grads_and_vars) {
       if (!grad.valid()) continue;
       auto colocated = g.colocate_with(var.op());
-      ops::AccumulatorSpec acc{var.name() + "/grad_accum", var.dtype(), PartialShape::of_shape(var.shape())};
+      ops::AccumulatorSpec acc{var.name() + "/grad_accum", var.dtype(),
+                               PartialShape::of_shape(var.shape())};
       accumulators_.push_back(acc);
       pushes.push_back(ops::accumulator_apply_gradient(acc, grad, local_step_value_).op());
       aggregated.emplace_back(ops::accumulator_take_gradient(g, acc, replicas_to_aggregate_), var);
@@ -102,27 +108,32 @@ class SyncReplicasOptimizer {
       Output token;
       {
         auto after_push = g.control_dependencies(pushes);
-        token = ops::token_queue_dequeue(g, kQueue, options_.token_timeout_ms, "sync_token_dequeue");
+        token =
+            ops::token_queue_dequeue(g, kQueue, options_.token_timeout_ms, "sync_token_dequeue");
       }
       {
         auto after_update = g.control_dependencies({update});
         // Read through the reference: "global_step/read" may have run before the update.
         Output step_now = ops::identity(global_step.ref(), "global_step_after_update");
-        sync_op_ = ops::token_queue_enqueue_many(tokens_of(g, step_now, tokens_per_step()), kQueue, "sync_op");
+        sync_op_ = ops::token_queue_enqueue_many(tokens_of(g, step_now, tokens_per_step()), kQueue,
+                                                 "sync_op");
       }
       chief_init.push_back(ops::token_queue_set_closed(g, kQueue, false));
       chief_init_ = ops::group(chief_init, "chief_init");
       const int initial = std::max(0, replicas_to_aggregate_ - total_num_replicas_);
-      init_tokens_ = initial > 0 ? ops::token_queue_enqueue_many(tokens_of(g, ops::identity(global_step.value()), initial), kQueue,
-                                                                 "init_tokens")
+      init_tokens_ = initial > 0 ? ops::token_queue_enqueue_many(
+                                       tokens_of(g, ops::identity(global_step.value()), initial),
+                                       kQueue, "init_tokens")
                                  : ops::no_op(g, "init_tokens");
       std::vector<Operation> closing;
-      for (const auto& acc : accumulators_) closing.push_back(ops::accumulator_set_closed(g, acc, true));
+      for (const auto& acc : accumulators_)
+        closing.push_back(ops::accumulator_set_closed(g, acc, true));
       closing.push_back(ops::token_queue_set_closed(g, kQueue, true));
       close_ = ops::group(closing, "close");
       queue_size_ = ops::token_queue_size(g, kQueue);
       global_step_value_ = ops::identity(global_step.value(), "global_step_at_init");
-      release_waiters_ = ops::token_queue_release_waiters(global_step_value_, kQueue, "release_waiters");
+      release_waiters_ =
+          ops::token_queue_release_waiters(global_step_value_, kQueue, "release_waiters");
       train_op_ = ops::assign(local_step_, token, true, "update_local_step").op();
     }
     return train_op_;
@@ -135,7 +146,9 @@ class SyncReplicasOptimizer {
 
   int replicas_to_aggregate() const noexcept { return replicas_to_aggregate_; }
   int total_num_replicas() const noexcept { return total_num_replicas_; }
-  int tokens_per_step() const noexcept { return std::max(total_num_replicas_, replicas_to_aggregate_); }
+  int tokens_per_step() const noexcept {
+    return std::max(total_num_replicas_, replicas_to_aggregate_);
+  }
   // Stale gradients dropped so far, summed over the accumulators.
   Output num_dropped() const { return num_dropped_; }
   Output token_queue_size() const { return queue_size_; }
@@ -170,12 +183,14 @@ namespace detail {
 
 class SyncReplicasHook : public SessionRunHook {
  public:
-  SyncReplicasHook(const SyncReplicasOptimizer& optimizer, bool is_chief) : optimizer_(optimizer), is_chief_(is_chief) {}
+  SyncReplicasHook(const SyncReplicasOptimizer& optimizer, bool is_chief)
+      : optimizer_(optimizer), is_chief_(is_chief) {}
   ~SyncReplicasHook() override { join_runner(); }
 
   void begin(Graph&) override {
     if (!optimizer_.sync_op().valid())
-      throw FailedPrecondition("call SyncReplicasOptimizer::apply_gradients (or minimize) before making its hook");
+      throw FailedPrecondition(
+          "call SyncReplicasOptimizer::apply_gradients (or minimize) before making its hook");
   }
 
   void after_create_session(Session& sess) override {
@@ -195,7 +210,8 @@ class SyncReplicasHook : public SessionRunHook {
     try {
       sess.run(optimizer_.close_op());  // releases the runner and every waiting replica
     } catch (const Error& e) {
-      std::fprintf(stderr, "[psflow] SyncReplicas: could not close the token queue: %s\n", e.what());
+      std::fprintf(stderr, "[psflow] SyncReplicas: could not close the token queue: %s\n",
+                   e.what());
     }
     join_runner();
     failure_.raise_if_error();  // an aggregation that failed for good ends training with its error
@@ -210,10 +226,12 @@ class SyncReplicasHook : public SessionRunHook {
         return;  // closed: training ended
       } catch (const Error& e) {
         if (stop_) return;
-        std::fprintf(stderr, "[psflow] SyncReplicas: the chief's aggregation stopped: %s\n", e.what());
-        // A lost ps (Unavailable/Aborted) also fails the chief's own run, and MonitoredTrainingSession
-        // recovers and restarts this loop. Anything else will not heal: release every waiting
-        // replica now (they stop with OutOfRange) and report the error when the session ends.
+        std::fprintf(stderr, "[psflow] SyncReplicas: the chief's aggregation stopped: %s\n",
+                     e.what());
+        // A lost ps (Unavailable/Aborted) also fails the chief's own run, and
+        // MonitoredTrainingSession recovers and restarts this loop. Anything else will not heal:
+        // release every waiting replica now (they stop with OutOfRange) and report the error when
+        // the session ends.
         if (e.code() != ErrorCode::unavailable && e.code() != ErrorCode::aborted) {
           failure_ = Status(e.code(), e.message());
           try {
