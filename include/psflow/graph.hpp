@@ -15,6 +15,7 @@
 #include "psflow/graph/nn_ops.hpp"
 #include "psflow/graph/random_ops.hpp"
 #include "psflow/graph/sendrecv_ops.hpp"
+#include "psflow/graph/sparse_ops.hpp"
 #include "psflow/graph/state_ops.hpp"
 #include "psflow/graph/sync_ops.hpp"
 #include "psflow/graph/training_ops.hpp"

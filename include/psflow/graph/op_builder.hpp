@@ -68,6 +68,15 @@ inline std::vector<OutputSpec> spec_from_dtype_shape_attrs(const InferenceContex
   return {OutputSpec{ctx.attr<DType>("dtype"), shape}};
 }
 
+// False only when both shapes are known and differ in rank or in a known dimension.
+inline bool shapes_compatible(const PartialShape& a, const PartialShape& b) {
+  if (!a.known || !b.known) return true;
+  if (a.dims.size() != b.dims.size()) return false;
+  for (std::size_t i = 0; i < a.dims.size(); ++i)
+    if (a.dims[i] >= 0 && b.dims[i] >= 0 && a.dims[i] != b.dims[i]) return false;
+  return true;
+}
+
 inline void expect_numeric(const InferenceContext& ctx, std::size_t i) {
   if (!is_numeric(ctx.input_dtypes[i]))
     ctx.fail("needs a number input, got " + ctx.describe_input(i));

@@ -65,13 +65,15 @@ inline const bool state_ops_registered = [] {
   return true;
 }();
 
-inline Output assign_op(const char* type, Output ref, Output value, AttrMap attrs,
+// An op that updates the variable behind `ref` with `values`, colocated with the variable.
+inline Output assign_op(const char* type, Output ref, std::vector<Output> values, AttrMap attrs,
                         std::string_view name) {
   if (!ref.valid() || !ref.is_ref())
     throw InvalidArgument(std::string(type) + ": the first input must be a variable, got " +
                           (ref.valid() ? "'" + ref.name() + "'" : std::string("an empty Output")));
   auto colocated = ref.graph().colocate_with(ref.op());
-  return build_op(type, {ref, value}, std::move(attrs), name, type).output(0);
+  values.insert(values.begin(), ref);
+  return build_op(type, std::move(values), std::move(attrs), name, type).output(0);
 }
 
 }  // namespace detail
@@ -90,14 +92,14 @@ inline Output variable(Graph& graph, const Shape& shape, DType dtype, std::strin
 // Sets the variable to `value`; outputs the new value. Runs on the variable's device.
 inline Output assign(Output ref, Output value, bool validate_shape = true,
                      std::string_view name = "") {
-  return detail::assign_op("Assign", ref, value, {{"validate_shape", validate_shape}}, name);
+  return detail::assign_op("Assign", ref, {value}, {{"validate_shape", validate_shape}}, name);
 }
 // Adds / subtracts `value` in one atomic update; outputs the new value.
 inline Output assign_add(Output ref, Output value, std::string_view name = "") {
-  return detail::assign_op("AssignAdd", ref, value, {}, name);
+  return detail::assign_op("AssignAdd", ref, {value}, {}, name);
 }
 inline Output assign_sub(Output ref, Output value, std::string_view name = "") {
-  return detail::assign_op("AssignSub", ref, value, {}, name);
+  return detail::assign_op("AssignSub", ref, {value}, {}, name);
 }
 
 // True once the variable behind `ref` holds a value (assigned or restored). `ref` must be a

@@ -49,14 +49,6 @@ struct ApplyOpLayout {
   std::vector<int> float_scalars;  // scalars of any floating dtype (Adam's beta powers)
 };
 
-inline bool shapes_compatible(const PartialShape& a, const PartialShape& b) {
-  if (!a.known || !b.known) return true;
-  if (a.dims.size() != b.dims.size()) return false;
-  for (std::size_t i = 0; i < a.dims.size(); ++i)
-    if (a.dims[i] >= 0 && b.dims[i] >= 0 && a.dims[i] != b.dims[i]) return false;
-  return true;
-}
-
 inline std::vector<OutputSpec> infer_apply(const InferenceContext& ctx,
                                            const ApplyOpLayout& layout) {
   expect_floating(ctx, 0);

@@ -55,6 +55,11 @@ class OpKernelConstruction {
     const TensorId& in = node_.inputs.at(static_cast<std::size_t>(i));
     return graph_.node(in.node).outputs.at(static_cast<std::size_t>(in.index)).dtype;
   }
+  // "node:index" of input i, for error messages (e.g. the table a gather reads).
+  std::string input_name(int i) const {
+    const TensorId& in = node_.inputs.at(static_cast<std::size_t>(i));
+    return graph_.node(in.node).name + ":" + std::to_string(in.index);
+  }
   const OutputSpec& output_spec(int i) const {
     return node_.outputs.at(static_cast<std::size_t>(i));
   }

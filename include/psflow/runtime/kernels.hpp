@@ -9,6 +9,7 @@
 #include "psflow/runtime/kernels/nn_kernels.hpp"
 #include "psflow/runtime/kernels/random_kernels.hpp"
 #include "psflow/runtime/kernels/sendrecv_kernels.hpp"
+#include "psflow/runtime/kernels/sparse_kernels.hpp"
 #include "psflow/runtime/kernels/state_kernels.hpp"
 #include "psflow/runtime/kernels/sync_kernels.hpp"
 #include "psflow/runtime/kernels/training_kernels.hpp"

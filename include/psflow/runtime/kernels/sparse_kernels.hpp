@@ -1,0 +1,168 @@
+// Kernels of the sparse ops (graph/sparse_ops.hpp): GatherV2 copies whole rows, the scatters
+// change only the given rows of a variable (in place when no reader holds its buffer, see
+// VariableResource::update), Unique hashes the values once. Every id is checked before a row
+// is read or written, so a bad id fails the step with nothing applied.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "psflow/graph/sparse_ops.hpp"
+#include "psflow/runtime/kernel.hpp"
+
+namespace psflow {
+
+namespace detail {
+
+// The ids of `indices` (int32 or int64), each checked to lie in [0, rows); `what` names the
+// table in the error, e.g. "table 'emb/read:0'" (the executor adds the op and the node).
+inline std::vector<std::int64_t> checked_ids(const Tensor& indices, std::size_t rows,
+                                             const std::string& what) {
+  std::vector<std::int64_t> ids(indices.size());
+  auto copy = [&](const auto* values) {
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(values[i]);
+  };
+  if (indices.dtype() == DType::int32)
+    copy(indices.data<std::int32_t>());
+  else if (indices.dtype() == DType::int64)
+    copy(indices.data<std::int64_t>());
+  else
+    throw InvalidArgument(what + ": ids must be int32 or int64, got " + indices.summary());
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || static_cast<std::size_t>(ids[i]) >= rows)
+      throw InvalidArgument(what + ": id " + std::to_string(ids[i]) + " (position " +
+                            std::to_string(i) + " of the ids) is out of range: the table has " +
+                            std::to_string(rows) + " rows, so ids must be in [0, " +
+                            std::to_string(rows) + ")");
+  return ids;
+}
+
+// indices.shape + table.shape[1:]
+inline Shape rows_shape(const Shape& indices, const Shape& table) {
+  Shape shape = indices;
+  shape.insert(shape.end(), table.begin() + 1, table.end());
+  return shape;
+}
+
+class GatherKernel : public OpKernel {
+ public:
+  explicit GatherKernel(const OpKernelConstruction& c) : what_("table '" + c.input_name(0) + "'") {}
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& params = ctx.input(0);
+    const Tensor& indices = ctx.input(1);
+    if (params.rank() == 0)
+      throw InvalidArgument(what_ + ": params must have rows, got " + params.summary());
+    const std::size_t rows = params.shape()[0];
+    const auto ids = checked_ids(indices, rows, what_);
+    Tensor& out =
+        ctx.allocate_output(0, params.dtype(), rows_shape(indices.shape(), params.shape()));
+    const std::size_t row_bytes = rows == 0 ? 0 : params.nbytes() / rows;
+    const auto* src = static_cast<const unsigned char*>(params.raw_data());
+    auto* dst = static_cast<unsigned char*>(out.raw_data());
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      std::memcpy(dst + i * row_bytes, src + static_cast<std::size_t>(ids[i]) * row_bytes,
+                  row_bytes);
+  }
+
+ private:
+  std::string what_;
+};
+
+enum class ScatterKind { add, sub, update };
+
+template <ScatterKind Kind>
+class ScatterKernel : public OpKernel {
+ public:
+  explicit ScatterKernel(const OpKernelConstruction& c) : type_(c.node().type) {}
+  // Errors name the variable and the id; the executor adds the op type and the node.
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    const Tensor& indices = ctx.input(1);
+    const Tensor& updates = ctx.input(2);
+    const std::string what = "variable '" + var.name() + "'";
+    ctx.set_output(0, var.update([&](const Tensor& current, Tensor& result) {
+      // Everything is checked before the first row changes: nothing is half-applied.
+      if (current.rank() == 0)
+        throw InvalidArgument(what + ": the variable must have rows, got " + current.summary());
+      if (updates.dtype() != current.dtype() ||
+          updates.shape() != rows_shape(indices.shape(), current.shape()))
+        throw InvalidArgument(what + ": updates must be " +
+                              std::string(dtype_name(current.dtype())) +
+                              shape_string(rows_shape(indices.shape(), current.shape())) +
+                              " (indices.shape + variable.shape[1:]), got " + updates.summary());
+      const std::size_t rows = current.shape()[0];
+      const auto ids = checked_ids(indices, rows, what);
+      if (result.raw_data() != current.raw_data())  // a reader holds the old value: copy it
+        std::memcpy(result.raw_data(), current.raw_data(), current.nbytes());
+      const std::size_t row_size = rows == 0 ? 0 : current.size() / rows;
+      auto apply = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* table = result.data<T>();
+        const T* rows_in = updates.data<T>();
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+          T* dst = table + static_cast<std::size_t>(ids[i]) * row_size;
+          const T* src = rows_in + i * row_size;
+          for (std::size_t j = 0; j < row_size; ++j) {
+            if constexpr (Kind == ScatterKind::add)
+              dst[j] += src[j];
+            else if constexpr (Kind == ScatterKind::sub)
+              dst[j] -= src[j];
+            else
+              dst[j] = src[j];
+          }
+        }
+      };
+      if constexpr (Kind == ScatterKind::update)
+        visit_dtype(current.dtype(), apply);
+      else
+        visit_numeric_dtype(current.dtype(), type_, apply);
+    }));
+  }
+
+ private:
+  std::string type_;
+};
+
+class UniqueKernel : public OpKernel {
+ public:
+  explicit UniqueKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.rank() != 1)
+      throw InvalidArgument("Unique '" + ctx.name() + "': x must be a vector, got " + x.summary());
+    visit_dtype(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* values = x.data<T>();
+      std::unordered_map<T, std::int32_t> position;
+      std::vector<T> distinct;
+      Tensor& idx = ctx.allocate_output(1, DType::int32, x.shape());
+      std::int32_t* out_idx = idx.data<std::int32_t>();
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        auto [it, inserted] =
+            position.try_emplace(values[i], static_cast<std::int32_t>(distinct.size()));
+        if (inserted) distinct.push_back(values[i]);
+        out_idx[i] = it->second;
+      }
+      Tensor& y = ctx.allocate_output(0, x.dtype(), {distinct.size()});
+      T* out_y = y.data<T>();
+      for (std::size_t i = 0; i < distinct.size(); ++i) out_y[i] = distinct[i];
+    });
+  }
+};
+
+inline const bool sparse_kernels_registered = [] {
+  auto& r = KernelRegistry::global();
+  r.add<GatherKernel>("GatherV2");
+  r.add<ScatterKernel<ScatterKind::add>>("ScatterAdd");
+  r.add<ScatterKernel<ScatterKind::sub>>("ScatterSub");
+  r.add<ScatterKernel<ScatterKind::update>>("ScatterUpdate");
+  r.add<UniqueKernel>("Unique");
+  return true;
+}();
+
+}  // namespace detail
+
+}  // namespace psflow
