@@ -13,6 +13,7 @@
 #include "psflow/graph/graph.hpp"
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/nn_ops.hpp"
+#include "psflow/graph/partitioner.hpp"
 #include "psflow/graph/random_ops.hpp"
 #include "psflow/graph/sendrecv_ops.hpp"
 #include "psflow/graph/sparse_ops.hpp"
