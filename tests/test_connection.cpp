@@ -23,10 +23,12 @@
 
 #include "psflow/distributed/connection.hpp"
 #include "psflow/distributed/messages.hpp"
+#include "support/wire_bytes.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
+using psflow::testing::header_bytes;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -50,21 +52,6 @@ std::string frame_bytes(const wire::Frame& frame) {
   bytes += frame.metadata + table;
   for (const Tensor& t : frame.tensors)
     bytes.append(static_cast<const char*>(t.raw_data()), t.nbytes());
-  return bytes;
-}
-
-std::string header_bytes(wire::MessageType type, std::uint32_t metadata, std::uint32_t table,
-                         std::uint64_t payload, std::uint32_t tensors,
-                         std::uint64_t request_id = 0) {
-  wire::FrameHeader h;
-  h.type = type;
-  h.request_id = request_id;
-  h.metadata_bytes = metadata;
-  h.table_bytes = table;
-  h.payload_bytes = payload;
-  h.tensor_count = tensors;
-  std::string bytes(wire::kHeaderBytes, '\0');
-  wire::encode_header(h, reinterpret_cast<unsigned char*>(bytes.data()));
   return bytes;
 }
 

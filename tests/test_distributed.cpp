@@ -14,6 +14,7 @@
 
 #include "psflow/psflow.hpp"
 #include "support/local_cluster.hpp"
+#include "support/wire_bytes.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
@@ -222,24 +223,14 @@ TEST_CASE("garbage on a server's port closes only that connection") {
     // The server either closes on us or waits for more; give it a moment, then hang up.
     std::this_thread::sleep_for(50ms);
   };
-  auto header = [](wire::MessageType type, std::uint32_t metadata, std::uint32_t table,
-                   std::uint64_t payload, std::uint32_t tensors) {
-    wire::FrameHeader h;
-    h.type = type;
-    h.metadata_bytes = metadata;
-    h.table_bytes = table;
-    h.payload_bytes = payload;
-    h.tensor_count = tensors;
-    std::string bytes(wire::kHeaderBytes, '\0');
-    wire::encode_header(h, reinterpret_cast<unsigned char*>(bytes.data()));
-    return bytes;
-  };
+  using psflow::testing::header_bytes;
   std::mt19937 rng(7);
   std::string random_bytes(4096, '\0');
   for (auto& c : random_bytes) c = static_cast<char>(rng());
-  send_raw(random_bytes);                                                     // not a frame at all
-  send_raw(header(wire::MessageType::register_graph, 0xFFFFFFFFu, 0, 0, 0));  // huge metadata
-  send_raw(header(wire::MessageType::tensor, 8, 0, std::uint64_t{1} << 62, 1));  // huge payload
+  send_raw(random_bytes);  // not a frame at all
+  send_raw(header_bytes(wire::MessageType::register_graph, 0xFFFFFFFFu, 0, 0, 0));  // huge metadata
+  send_raw(
+      header_bytes(wire::MessageType::tensor, 8, 0, std::uint64_t{1} << 62, 1));  // huge payload
   {
     std::string table;
     table.push_back(static_cast<char>(DType::float32));
@@ -247,11 +238,13 @@ TEST_CASE("garbage on a server's port closes only that connection") {
     const std::uint64_t dim = std::uint64_t{1} << 40;
     table.append(reinterpret_cast<const char*>(&dim), 8);
     table.append(reinterpret_cast<const char*>(&dim), 8);
-    send_raw(header(wire::MessageType::tensor, 0, static_cast<std::uint32_t>(table.size()), 64, 1) +
+    send_raw(header_bytes(wire::MessageType::tensor, 0, static_cast<std::uint32_t>(table.size()),
+                          64, 1) +
              table);  // huge tensor
   }
-  send_raw(header(wire::MessageType::run_graph, 100, 0, 0, 0) + "truncated");  // truncated frame
-  send_raw(header(wire::MessageType::register_graph, 64, 0, 0, 0) +
+  send_raw(header_bytes(wire::MessageType::run_graph, 100, 0, 0, 0) +
+           "truncated");  // truncated frame
+  send_raw(header_bytes(wire::MessageType::register_graph, 64, 0, 0, 0) +
            std::string(64, '\x7f'));  // garbage metadata
 
   for (int i = 0; i < 3; ++i) CHECK(sess.run({doubled})[0].equals(Tensor::filled(2.0f, {3})));

@@ -69,14 +69,14 @@ class Tensor {
 
   // Copies the values of an xtensor array in.
   template <TensorElement T>
-  Tensor(const xt::xarray<T>& values)  // NOLINT: implicit, as in API.md
+  Tensor(const xt::xarray<T>& values)  // NOLINT: implicit, like TF's conversions
       : Tensor(uninitialized(dtype_of<T>(), Shape(values.shape().begin(), values.shape().end()))) {
     std::copy(values.begin(), values.end(), data<T>());
   }
 
   // Rank-0 tensor holding `value`.
   template <TensorElement T>
-  Tensor(T value)  // NOLINT: implicit, as in API.md
+  Tensor(T value)  // NOLINT: implicit, like TF's conversions
       : Tensor(uninitialized(dtype_of<T>(), Shape{})) {
     *data<T>() = value;
   }

@@ -20,7 +20,7 @@ namespace psflow::train {
 class MomentumOptimizer : public Optimizer {
  public:
   // TF's argument order differs (use_locking, name, use_nesterov); psflow always locks, and
-  // takes use_nesterov third as API.md says, the name last.
+  // takes use_nesterov third (with the learning rate and momentum first), the name last.
   MomentumOptimizer(double learning_rate, double momentum, bool use_nesterov = false,
                     std::string name = "Momentum")
       : Optimizer(std::move(name)),
