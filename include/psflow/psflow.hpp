@@ -17,6 +17,7 @@
 #include "psflow/train/adagrad.hpp"
 #include "psflow/train/adam.hpp"
 #include "psflow/train/checkpoint_file.hpp"
+#include "psflow/train/ftrl.hpp"
 #include "psflow/train/global_step.hpp"
 #include "psflow/train/gradient_descent.hpp"
 #include "psflow/train/gradients.hpp"

@@ -127,6 +127,20 @@ decltype(auto) visit_numeric_dtype(DType dtype, std::string_view what, Fn&& fn) 
   }
 }
 
+// Like visit_dtype, for ids and sizes: int32 or int64 only; `what` names the input in the error.
+template <class Fn>
+decltype(auto) visit_index_dtype(DType dtype, std::string_view what, Fn&& fn) {
+  switch (dtype) {
+    case DType::int32:
+      return fn(TypeTag<std::int32_t>{});
+    case DType::int64:
+      return fn(TypeTag<std::int64_t>{});
+    default:
+      throw InvalidArgument(std::string(what) + " must be int32 or int64, got " +
+                            std::string(dtype_name(dtype)));
+  }
+}
+
 // Like visit_dtype, for kernels defined on float32/float64 only.
 template <class Fn>
 decltype(auto) visit_floating_dtype(DType dtype, std::string_view what, Fn&& fn) {

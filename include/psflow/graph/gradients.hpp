@@ -11,7 +11,13 @@
 //   The walk stops at the xs and at ops registered as not differentiable (their inputs get no
 //   gradient: Const, Placeholder, Fill, random ops, variables, Assign*, ZerosLike, OnesLike).
 // - An op on such a path with nothing registered throws InvalidArgument naming it and its type.
-// - Several paths into one tensor: the contributions are summed by one AddN.
+// - Several paths into one tensor: the contributions are summed by one AddN; when every one is
+//   an IndexedSlices (a sparse gradient, see graph/sparse_ops.hpp) they are concatenated into
+//   one IndexedSlices instead, as TF does, so a table's gradient stays sparse.
+// - An x that is a variable's value ("w/read", Variable::value()) stands for the variable
+//   itself, as TF differentiates with respect to a resource variable's handle: its gradient
+//   also collects what flows into ops that read the variable directly (ResourceGather, which
+//   embedding_lookup uses), so it is the sum over every way the variable is read.
 // - An x that y does not depend on gets ZerosLike(x) (psflow's choice: TF returns None), so
 //   every result can be fetched and applied.
 // - Names: every op goes under the name scope "gradients" (made unique per call, like TF), the
@@ -36,6 +42,7 @@
 
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
+#include "psflow/graph/sparse_ops.hpp"
 
 namespace psflow {
 
@@ -53,6 +60,31 @@ namespace detail {
 using TensorKey = std::pair<int, int>;  // (node id, output index)
 
 inline TensorKey key_of(const Output& t) { return {t.op().id(), t.index()}; }
+
+// The variable reference behind a variable's snapshot ("w/read" = Identity(VariableV2)), else x.
+inline Output differentiation_target(const Output& x) {
+  const Operation op = x.op();
+  if (op.type() == "Identity" && op.num_inputs() == 1 && op.input(0).is_ref() &&
+      op.input(0).op().type() == "VariableV2")
+    return op.input(0);
+  return x;
+}
+
+// One IndexedSlices holding all of `parts` (their rows concatenated), or nullopt when some part
+// is dense or their index dtypes differ.
+inline std::optional<IndexedSlices> concatenated_slices(const std::vector<Output>& parts) {
+  std::vector<Output> values, indices;
+  Output dense_shape;
+  for (const auto& part : parts) {
+    auto slices = as_indexed_slices(part);
+    if (!slices || slices->indices.dtype() != as_indexed_slices(parts.front())->indices.dtype())
+      return std::nullopt;
+    values.push_back(slices->values);
+    indices.push_back(slices->indices);
+    dense_shape = slices->dense_shape;
+  }
+  return IndexedSlices{ops::concat(values, 0), ops::concat(indices, 0), dense_shape};
+}
 
 // One call of gradients(): which ops lie between the xs and y, and the gradient contributions
 // collected so far per tensor.
@@ -109,7 +141,10 @@ class GradientWalk {
     auto& list = it->second;
     if (list.size() > 1) {
       auto device = graph_.device(list.front().device());
-      list = {ops::add_n(list, "AddN")};
+      if (auto sparse = concatenated_slices(list))
+        list = {ops::indexed_slices_to_dense(*sparse)};
+      else
+        list = {ops::add_n(list, "AddN")};
     }
     return list.front();
   }
@@ -177,9 +212,11 @@ inline std::vector<Output> gradients(Output y, const std::vector<Output>& xs) {
       throw InvalidArgument("gradients: x '" + xs[i].name() +
                             "' belongs to another Graph than y '" + y.name() + "'");
   }
+  std::vector<Output> targets;
+  for (const auto& x : xs) targets.push_back(detail::differentiation_target(x));
   auto scope = graph.name_scope("gradients");
-  detail::GradientWalk walk(graph, y, xs);
-  return walk.run(xs);
+  detail::GradientWalk walk(graph, y, targets);
+  return walk.run(targets);
 }
 
 }  // namespace psflow

@@ -22,6 +22,14 @@ namespace psflow {
 
 using Partitioner = std::function<std::vector<std::size_t>(const Shape&, DType)>;
 
+// Where one shard sits in its whole variable (TF's PartitionInfo). Initializers get it, so a
+// seeded initializer gives each element the value it has in the unpartitioned variable, and
+// the table is the same whatever the shard count.
+struct PartitionInfo {
+  Shape full_shape;                 // the whole variable
+  std::vector<std::size_t> offset;  // the shard's first element, one coordinate per axis
+};
+
 // `num_shards` shards along `axis` (fewer when the axis has fewer rows).
 inline Partitioner fixed_size_partitioner(std::size_t num_shards, int axis = 0);
 

@@ -1,5 +1,8 @@
 // Training ops: the fused update rules the optimizers in psflow/train/ emit, named and shaped
-// like TF's training_ops (ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyAdam).
+// like TF's training_ops (ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyAdam,
+// ApplyFtrl), and their sparse forms for IndexedSlices gradients (SparseApplyMomentum,
+// SparseApplyAdagrad, SparseApplyFtrl, and psflow's SparseApplyAdam, which TF composes from
+// scatter ops).
 //
 // Each op takes its variable and slot variables as references (Variable::ref()), so it always
 // runs where the variable lives: in a ps cluster only the gradient travels to the ps, and the
@@ -27,8 +30,23 @@
 //       v += (grad * grad - v) * (1 - beta2)
 //       var -= m * alpha / (sqrt(v) + epsilon)                                        (default)
 //       var -= (grad * (1 - beta1) + beta1 * m) * alpha / (sqrt(v) + epsilon)         (nesterov)
+//   ApplyFtrl(var, accum, linear, grad, lr, l1, l2, lr_power):   (TF's FTRL-Proximal)
+//       accum_new = accum + grad * grad
+//       linear += grad - (accum_new^-lr_power - accum^-lr_power) / lr * var
+//       quadratic = accum_new^-lr_power / lr + 2 * l2
+//       var = |linear| > l1 ? (sign(linear) * l1 - linear) / quadratic : 0
+//       accum = accum_new                     (lr_power -0.5 uses sqrt, exactly as TF)
 // Slot updates use the new slot values, as TF's do. The kernels always hold the variable's lock
 // (TF's use_locking=true), so there is no use_locking attribute.
+//
+// The sparse forms take the gradient as rows: grad [n, row...] and indices [n] (int32/int64),
+// and apply the same equations to rows indices[i] of the variable and its slots only; every
+// other row, of the variable and of the slots, is left untouched. The indices must be distinct
+// (the optimizers sum duplicates first, as TF's _apply_sparse_duplicate_indices does) and in
+// [0, rows): every index is checked before any row is written. SparseApplyAdam has an attr
+// `lazy`: false follows TF1's AdamOptimizer._apply_sparse, which decays m and v of every row and
+// moves every row of the variable (dense work on the ps, no dense traffic); true touches only
+// the given rows (TF's LazyAdamOptimizer).
 #pragma once
 
 #include <string>
@@ -77,6 +95,33 @@ inline std::vector<OutputSpec> infer_apply(const InferenceContext& ctx,
   return {OutputSpec{ctx.input_dtypes[0], ctx.input_shapes[0], true}};
 }
 
+// The sparse forms: refs as above, grad [n] + var.shape[1:], indices [n].
+inline std::vector<OutputSpec> infer_sparse_apply(const InferenceContext& ctx,
+                                                  const ApplyOpLayout& layout, int grad,
+                                                  int indices) {
+  ApplyOpLayout dense = layout;
+  auto result = infer_apply(ctx, dense);
+  const auto g = static_cast<std::size_t>(grad);
+  const auto ix = static_cast<std::size_t>(indices);
+  ctx.expect_same_dtype(0, g);
+  if (ctx.input_dtypes[ix] != DType::int32 && ctx.input_dtypes[ix] != DType::int64)
+    ctx.fail("indices must be int32 or int64, got " + ctx.describe_input(ix));
+  const auto& var = ctx.input_shapes[0];
+  const auto& gs = ctx.input_shapes[g];
+  const auto& is = ctx.input_shapes[ix];
+  if (is.known && is.dims.size() != 1)
+    ctx.fail("indices must be a vector, got " + ctx.describe_input(ix));
+  if (var.known && gs.known) {
+    std::vector<std::int64_t> rows{is.known ? is.dims[0] : -1};
+    rows.insert(rows.end(), var.dims.begin() + (var.dims.empty() ? 0 : 1), var.dims.end());
+    if (var.dims.empty() || !shapes_compatible(PartialShape::of(rows), gs))
+      ctx.fail("the gradient rows " + ctx.describe_input(g) +
+               " must have shape [indices] + variable.shape[1:] for variable " +
+               ctx.describe_input(0));
+  }
+  return result;
+}
+
 inline bool register_apply_op(const char* type, int num_inputs, ApplyOpLayout layout) {
   std::vector<int> refs = layout.refs;
   return OpRegistry::global().add(
@@ -89,11 +134,33 @@ inline bool register_apply_op(const char* type, int num_inputs, ApplyOpLayout la
             }});
 }
 
+inline bool register_sparse_apply_op(const char* type, int num_inputs, ApplyOpLayout layout,
+                                     int grad, int indices) {
+  std::vector<int> refs = layout.refs;
+  return OpRegistry::global().add(
+      OpDef{.type = type,
+            .num_inputs = num_inputs,
+            .ref_inputs = std::move(refs),
+            .stateful = true,
+            .infer = [layout = std::move(layout), grad, indices](const InferenceContext& ctx) {
+              return infer_sparse_apply(ctx, layout, grad, indices);
+            }});
+}
+
 inline const bool training_ops_registered = [] {
   register_apply_op("ApplyGradientDescent", 3, {{0}, {2}, {1}, {}});
   register_apply_op("ApplyMomentum", 5, {{0, 1}, {3}, {2, 4}, {}});
   register_apply_op("ApplyAdagrad", 4, {{0, 1}, {3}, {2}, {}});
   register_apply_op("ApplyAdam", 10, {{0, 1, 2}, {9}, {5, 6, 7, 8}, {3, 4}});
+  register_apply_op("ApplyFtrl", 8, {{0, 1, 2}, {3}, {4, 5, 6, 7}, {}});
+  // (var, accum, lr, grad, indices, momentum)
+  register_sparse_apply_op("SparseApplyMomentum", 6, {{0, 1}, {}, {2, 5}, {}}, 3, 4);
+  // (var, accum, lr, grad, indices)
+  register_sparse_apply_op("SparseApplyAdagrad", 5, {{0, 1}, {}, {2}, {}}, 3, 4);
+  // (var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices)
+  register_sparse_apply_op("SparseApplyAdam", 11, {{0, 1, 2}, {}, {5, 6, 7, 8}, {3, 4}}, 9, 10);
+  // (var, accum, linear, grad, indices, lr, l1, l2, lr_power)
+  register_sparse_apply_op("SparseApplyFtrl", 9, {{0, 1, 2}, {}, {5, 6, 7, 8}, {}}, 3, 4);
   return true;
 }();
 
@@ -139,6 +206,40 @@ inline Output apply_adam(Output var, Output m, Output v, Output beta1_power, Out
   return detail::build_apply_op(
       "ApplyAdam", {var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad},
       {{"use_nesterov", use_nesterov}}, name);
+}
+
+// FTRL-Proximal (see the equations above).
+inline Output apply_ftrl(Output var, Output accum, Output linear, Output grad, Output lr, Output l1,
+                         Output l2, Output lr_power, std::string_view name = "") {
+  return detail::build_apply_op("ApplyFtrl", {var, accum, linear, grad, lr, l1, l2, lr_power}, {},
+                                name);
+}
+
+// The sparse forms: `grad` holds the rows for the distinct `indices`.
+inline Output sparse_apply_momentum(Output var, Output accum, Output lr, Output grad,
+                                    Output indices, Output momentum, bool use_nesterov = false,
+                                    std::string_view name = "") {
+  return detail::build_apply_op("SparseApplyMomentum", {var, accum, lr, grad, indices, momentum},
+                                {{"use_nesterov", use_nesterov}}, name);
+}
+inline Output sparse_apply_adagrad(Output var, Output accum, Output lr, Output grad, Output indices,
+                                   std::string_view name = "") {
+  return detail::build_apply_op("SparseApplyAdagrad", {var, accum, lr, grad, indices}, {}, name);
+}
+inline Output sparse_apply_adam(Output var, Output m, Output v, Output beta1_power,
+                                Output beta2_power, Output lr, Output beta1, Output beta2,
+                                Output epsilon, Output grad, Output indices, bool lazy,
+                                std::string_view name = "") {
+  return detail::build_apply_op(
+      "SparseApplyAdam",
+      {var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices},
+      {{"lazy", lazy}}, name);
+}
+inline Output sparse_apply_ftrl(Output var, Output accum, Output linear, Output grad,
+                                Output indices, Output lr, Output l1, Output l2, Output lr_power,
+                                std::string_view name = "") {
+  return detail::build_apply_op(
+      "SparseApplyFtrl", {var, accum, linear, grad, indices, lr, l1, l2, lr_power}, {}, name);
 }
 
 }  // namespace ops

@@ -17,22 +17,32 @@
 
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/control_ops.hpp"
+#include "psflow/graph/partitioner.hpp"
 #include "psflow/graph/random_ops.hpp"
 #include "psflow/graph/state_ops.hpp"
 
 namespace psflow {
 
-// Builds a variable's initial value as ops (run on the variable's device).
+// Builds a variable's initial value as ops (run on the variable's device). For a shard of a
+// partitioned variable it also gets the shard's PartitionInfo (nullptr for a whole variable), so
+// that, like TF's initializers, it can give each element the value of its place in the whole
+// variable (the random initializers do; one built from a 3-argument function ignores it).
 class Initializer {
  public:
   using Build = std::function<Output(Graph&, const Shape&, DType)>;
-  explicit Initializer(Build build) : build_(std::move(build)) {}
-  Output operator()(Graph& graph, const Shape& shape, DType dtype) const {
-    return build_(graph, shape, dtype);
+  using PartitionedBuild = std::function<Output(Graph&, const Shape&, DType, const PartitionInfo*)>;
+  explicit Initializer(Build build)
+      : build_(
+            [build = std::move(build)](Graph& g, const Shape& shape, DType dtype,
+                                       const PartitionInfo*) { return build(g, shape, dtype); }) {}
+  explicit Initializer(PartitionedBuild build) : build_(std::move(build)) {}
+  Output operator()(Graph& graph, const Shape& shape, DType dtype,
+                    const PartitionInfo* partition = nullptr) const {
+    return build_(graph, shape, dtype, partition);
   }
 
  private:
-  Build build_;
+  PartitionedBuild build_;
 };
 
 inline Initializer constant_initializer(double value) {
@@ -49,27 +59,52 @@ inline Initializer zeros_initializer() {
 
 inline Initializer random_normal_initializer(double mean = 0, double stddev = 1,
                                              std::uint64_t seed = 0) {
-  return Initializer([=](Graph& g, const Shape& shape, DType dtype) {
-    return ops::random_normal(g, shape, mean, stddev, seed, dtype, "random_normal");
-  });
+  return Initializer(
+      [=](Graph& g, const Shape& shape, DType dtype, const PartitionInfo* partition) {
+        return ops::random_normal(g, shape, mean, stddev, seed, dtype, "random_normal", partition);
+      });
 }
 
-// Glorot/Xavier uniform: U(-l, l) with l = sqrt(6 / (fan_in + fan_out)), fans as TF computes them.
+// Glorot/Xavier uniform: U(-l, l) with l = sqrt(6 / (fan_in + fan_out)), fans as TF computes them
+// (from the whole variable's shape when initializing a shard, as TF's VarianceScaling does).
 inline Initializer glorot_uniform_initializer(std::uint64_t seed = 0) {
-  return Initializer([=](Graph& g, const Shape& shape, DType dtype) {
-    double fan_in = 1, fan_out = 1;
-    if (shape.size() == 1) {
-      fan_in = fan_out = static_cast<double>(shape[0]);
-    } else if (shape.size() >= 2) {
-      double receptive = 1;
-      for (std::size_t i = 0; i + 2 < shape.size(); ++i) receptive *= static_cast<double>(shape[i]);
-      fan_in = static_cast<double>(shape[shape.size() - 2]) * receptive;
-      fan_out = static_cast<double>(shape[shape.size() - 1]) * receptive;
-    }
-    const double limit = std::sqrt(6.0 / std::max(1.0, fan_in + fan_out));
-    return ops::random_uniform(g, shape, -limit, limit, seed, dtype, "random_uniform");
-  });
+  return Initializer(
+      [=](Graph& g, const Shape& shard_shape, DType dtype, const PartitionInfo* partition) {
+        const Shape& shape = partition ? partition->full_shape : shard_shape;
+        double fan_in = 1, fan_out = 1;
+        if (shape.size() == 1) {
+          fan_in = fan_out = static_cast<double>(shape[0]);
+        } else if (shape.size() >= 2) {
+          double receptive = 1;
+          for (std::size_t i = 0; i + 2 < shape.size(); ++i)
+            receptive *= static_cast<double>(shape[i]);
+          fan_in = static_cast<double>(shape[shape.size() - 2]) * receptive;
+          fan_out = static_cast<double>(shape[shape.size() - 1]) * receptive;
+        }
+        const double limit = std::sqrt(6.0 / std::max(1.0, fan_in + fan_out));
+        return ops::random_uniform(g, shard_shape, -limit, limit, seed, dtype, "random_uniform",
+                                   partition);
+      });
 }
+
+// Where a shard's values belong in its whole variable, as TF's SaveSliceInfo: the Saver writes a
+// shard as the slice `var_offset`/`var_shape` of the tensor `full_name`, so a checkpoint can be
+// restored into another shard count.
+struct SaveSliceInfo {
+  std::string full_name;
+  Shape full_shape;
+  std::vector<std::size_t> var_offset;
+  Shape var_shape;
+
+  // TF's slice spec: the full shape, then "offset,length" per axis, e.g. "10 4 0,5:0,4".
+  std::string spec() const {
+    std::string out;
+    for (std::size_t d : full_shape) out += std::to_string(d) + " ";
+    for (std::size_t i = 0; i < var_shape.size(); ++i)
+      out += (i ? ":" : "") + std::to_string(var_offset[i]) + "," + std::to_string(var_shape[i]);
+    return out;
+  }
+};
 
 namespace detail {
 struct VariableRecord {
@@ -79,6 +114,7 @@ struct VariableRecord {
   Shape shape;
   DType dtype;
   bool trainable;
+  std::optional<SaveSliceInfo> save_slice;  // set on the shards of a partitioned variable
 };
 inline constexpr const char* kGlobalVariables = "variables";
 inline constexpr const char* kTrainableVariables = "trainable_variables";
@@ -106,6 +142,8 @@ class Variable {
   const Shape& shape() const { return record().shape; }
   DType dtype() const { return record().dtype; }
   bool trainable() const { return record().trainable; }
+  // For a shard of a partitioned variable: which part of the whole variable it holds.
+  const std::optional<SaveSliceInfo>& save_slice_info() const { return record().save_slice; }
   Graph& graph() const { return record().variable.graph(); }
   bool operator==(const Variable& o) const { return record_ == o.record_; }
 
@@ -137,21 +175,29 @@ inline std::optional<Variable> find_variable(const Graph& graph, std::string_vie
   return std::nullopt;
 }
 
-// Creates variable `name` (taken verbatim: name scopes do not apply, as with TF's get_variable).
-// Throws AlreadyExists if the graph already has an op of that name.
-inline Variable get_variable(Graph& graph, std::string_view name, Shape shape, Initializer init,
-                             DType dtype = DType::float32, bool trainable = true) {
+namespace detail {
+
+inline void check_new_variable_name(const Graph& graph, std::string_view name) {
   if (name.empty()) throw InvalidArgument("get_variable: the variable needs a name");
   if (graph.find_operation(name))
     throw AlreadyExists("a variable or op named '" + std::string(name) +
                         "' already exists in this graph: pick another name, or keep and reuse the "
                         "Variable handle (find_variable(graph, name) returns it)");
+}
+
+// get_variable, also for the shards of a partitioned variable (partition and save_slice set).
+inline Variable create_variable(Graph& graph, std::string_view name, const Shape& shape,
+                                const Initializer& init, DType dtype, bool trainable,
+                                const PartitionInfo* partition,
+                                std::optional<SaveSliceInfo> save_slice) {
+  check_new_variable_name(graph, name);
   auto no_control = graph.clear_control_dependencies();  // variables never wait on other ops
   auto root = graph.name_scope("");
-  auto record = std::make_shared<detail::VariableRecord>();
+  auto record = std::make_shared<VariableRecord>();
   record->shape = shape;
   record->dtype = dtype;
   record->trainable = trainable;
+  record->save_slice = std::move(save_slice);
   record->variable = ops::variable(graph, shape, dtype, name).op();
   {
     auto scope = graph.name_scope(std::string(name) + "/");
@@ -159,7 +205,7 @@ inline Variable get_variable(Graph& graph, std::string_view name, Shape shape, I
     Output initial;
     {
       auto init_scope = graph.name_scope("Initializer");
-      initial = init(graph, shape, dtype);
+      initial = init(graph, shape, dtype, partition);
     }
     if (initial.dtype() != dtype)
       throw InvalidArgument("initializer of variable '" + std::string(name) + "' produced " +
@@ -168,9 +214,18 @@ inline Variable get_variable(Graph& graph, std::string_view name, Shape shape, I
     record->initializer = ops::assign(record->variable.output(0), initial, true, "Assign").op();
     record->snapshot = ops::identity(record->variable.output(0), "read");
   }
-  graph.add_to_collection(detail::kGlobalVariables, record);
-  if (trainable) graph.add_to_collection(detail::kTrainableVariables, record);
+  graph.add_to_collection(kGlobalVariables, record);
+  if (trainable) graph.add_to_collection(kTrainableVariables, record);
   return Variable(record);
+}
+
+}  // namespace detail
+
+// Creates variable `name` (taken verbatim: name scopes do not apply, as with TF's get_variable).
+// Throws AlreadyExists if the graph already has an op of that name.
+inline Variable get_variable(Graph& graph, std::string_view name, Shape shape, Initializer init,
+                             DType dtype = DType::float32, bool trainable = true) {
+  return detail::create_variable(graph, name, shape, init, dtype, trainable, nullptr, std::nullopt);
 }
 
 // One op that runs every variable's initializer ("init"; a NoOp when there are none).

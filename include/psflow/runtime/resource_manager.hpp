@@ -45,6 +45,16 @@ class VariableResource {
     return value_;
   }
 
+  // Runs fn(value) under the variable's lock without taking a share of the buffer, so an update
+  // after it can still happen in place (row reads of a big table); throws FailedPrecondition
+  // when uninitialized.
+  template <class Fn>
+  decltype(auto) read_locked(Fn&& fn) const {
+    std::lock_guard lock(mutex_);
+    if (value_.empty()) throw_uninitialized();
+    return fn(static_cast<const Tensor&>(value_));
+  }
+
   // Replaces the value. Throws InvalidArgument for a dtype mismatch, or a shape that differs from
   // the declared one when validate_shape is set.
   Tensor assign(Tensor value, bool validate_shape = true) {

@@ -42,6 +42,13 @@ class AdagradOptimizer : public Optimizer {
                               "ApplyAdagrad")
         .op();
   }
+  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
+    const IndexedSlices rows = deduplicate(grad);
+    return ops::sparse_apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
+                                     constant_like(var, learning_rate_, "learning_rate"),
+                                     rows.values, rows.indices, "SparseApplyAdagrad")
+        .op();
+  }
 
  private:
   double learning_rate_;

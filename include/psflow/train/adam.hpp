@@ -11,6 +11,13 @@
 // After every variable's update, beta1_power *= beta1 and beta2_power *= beta2 (ops
 // "<name>/mul", "<name>/Assign", on beta1_power's device).
 //
+// Sparse gradients (an embedding table's): by default TF1's AdamOptimizer._apply_sparse: the
+// moments of every row decay (m *= beta1, v *= beta2), the gradient rows are added, and every
+// row of the variable moves by lr_t * m / (sqrt(v) + epsilon): dense work on the ps (no dense
+// traffic), and rows not in the batch change. With lazy = true (TF's LazyAdamOptimizer) only the
+// rows in the batch are updated, with the equations above; every other row and its moments stay
+// bit-identical.
+//
 // Choices where TF is not explicit: beta1_power/beta2_power take the first variable's dtype
 // (TF makes them float32 and casts per variable; psflow has no Cast op, and the ApplyAdam kernel
 // accepts either float dtype for them, so float64 models keep full precision).
@@ -28,18 +35,21 @@ namespace psflow::train {
 
 class AdamOptimizer : public Optimizer {
  public:
+  // `lazy` changes sparse updates only: see the file comment.
   explicit AdamOptimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
-                         double epsilon = 1e-8, std::string name = "Adam")
+                         double epsilon = 1e-8, std::string name = "Adam", bool lazy = false)
       : Optimizer(std::move(name)),
         learning_rate_(learning_rate),
         beta1_(beta1),
         beta2_(beta2),
-        epsilon_(epsilon) {}
+        epsilon_(epsilon),
+        lazy_(lazy) {}
 
   double learning_rate() const noexcept { return learning_rate_; }
   double beta1() const noexcept { return beta1_; }
   double beta2() const noexcept { return beta2_; }
   double epsilon() const noexcept { return epsilon_; }
+  bool lazy() const noexcept { return lazy_; }
 
   // beta1_power and beta2_power of `graph` (TF's _get_beta_accumulators), once created.
   std::optional<std::pair<Variable, Variable>> beta_accumulators(const Graph& graph) const {
@@ -72,6 +82,18 @@ class AdamOptimizer : public Optimizer {
         .op();
   }
 
+  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
+    auto [beta1_power, beta2_power] = accumulators(var.graph());
+    const IndexedSlices rows = deduplicate(grad);
+    return ops::sparse_apply_adam(
+               var.ref(), slot(var, "m").ref(), slot(var, "v").ref(), beta1_power.value(),
+               beta2_power.value(), constant_like(var, learning_rate_, "learning_rate"),
+               constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
+               constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices, lazy_,
+               "SparseApplyAdam")
+        .op();
+  }
+
   // TF's _finish: after the updates, beta1_power *= beta1 and beta2_power *= beta2, on their
   // device.
   std::vector<Operation> finish(Graph& graph, const std::vector<Operation>& update_ops) override {
@@ -96,6 +118,7 @@ class AdamOptimizer : public Optimizer {
   double beta1_;
   double beta2_;
   double epsilon_;
+  bool lazy_;
 };
 
 }  // namespace psflow::train

@@ -27,6 +27,11 @@ class GradientDescentOptimizer : public Optimizer {
                                        "ApplyGradientDescent")
         .op();
   }
+  // TF's _apply_sparse_duplicate_indices: var[indices] -= lr * values (duplicates add up).
+  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
+    Output delta = ops::mul(grad.values, constant_like(var, learning_rate_, "learning_rate"));
+    return ops::scatter_sub(var, grad.indices, delta, "ScatterSub").op();
+  }
 
  private:
   double learning_rate_;

@@ -13,5 +13,6 @@ namespace psflow::train {
 using psflow::GradientFunction;
 using psflow::GradientRegistry;
 using psflow::gradients;
+using psflow::IndexedSlices;
 
 }  // namespace psflow::train

@@ -43,6 +43,14 @@ class MomentumOptimizer : public Optimizer {
                                "ApplyMomentum")
         .op();
   }
+  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
+    const IndexedSlices rows = deduplicate(grad);
+    return ops::sparse_apply_momentum(
+               var.ref(), slot(var, "momentum").ref(),
+               constant_like(var, learning_rate_, "learning_rate"), rows.values, rows.indices,
+               constant_like(var, momentum_, "momentum"), use_nesterov_, "SparseApplyMomentum")
+        .op();
+  }
 
  private:
   double learning_rate_;

@@ -21,6 +21,15 @@
 // created colocated with the variable (TF creates float32 tensors on the worker and casts them
 // per variable; here they live next to the update, so no scalar crosses the network per step).
 //
+// Sparse gradients: a gradient that is an IndexedSlices (the gradient of a gather or
+// embedding_lookup, see psflow/graph/sparse_ops.hpp; in the pairs it is the IndexedSlicesToDense
+// Output, which IndexedSlices converts to implicitly) is applied by apply_sparse, with the
+// optimizer's sparse kernel on the variable's ps: only the rows in the gradient travel and change
+// (duplicate ids summed first, as TF's _apply_sparse_duplicate_indices); every other row of the
+// variable and of its slots stays bit-identical. The one exception is AdamOptimizer without
+// `lazy`, which follows TF1 and decays every row's moments. A gradient that was transformed
+// (clipped, scaled) after compute_gradients is a dense Output and is applied densely.
+//
 // compute_gradients differs from gradients() in one way, on purpose: a variable the loss does not
 // depend on gets an empty Output (TF's None), not gradients()'s zeros, so apply_gradients skips
 // it as TF does instead of creating slots for it and decaying them with zero gradients.
@@ -40,6 +49,7 @@
 
 #include "psflow/graph/control_ops.hpp"
 #include "psflow/graph/math_ops.hpp"
+#include "psflow/graph/sparse_ops.hpp"
 #include "psflow/graph/training_ops.hpp"
 #include "psflow/graph/variable.hpp"
 #include "psflow/train/gradients.hpp"
@@ -90,6 +100,12 @@ class Optimizer {
   // builds the update of one variable; runs inside the name scope "<name>/update_<var>" and
   // colocated with `var`;
   virtual Operation apply_dense(Output grad, const Variable& var) = 0;
+  // the same for a sparse gradient (same scope and colocation). The default applies the dense
+  // value with apply_dense (what an optimizer without a sparse kernel can do); the built-in ones
+  // override it with sparse kernels, most of them on deduplicate(grad).
+  virtual Operation apply_sparse(const IndexedSlices& grad, const Variable& var) {
+    return apply_dense(ops::indexed_slices_to_dense(grad), var);
+  }
   // returns more ops to group with the updates (e.g. Adam's beta-power updates); runs inside
   // the name scope "<name>/".
   virtual std::vector<Operation> finish(Graph& graph, const std::vector<Operation>& update_ops) {
@@ -114,6 +130,14 @@ class Optimizer {
   Variable get_or_create_non_slot_variable(const std::string& name, double initial_value,
                                            const Variable& colocate_with);
   std::optional<Variable> non_slot_variable(const Graph& graph, const std::string& name) const;
+  // `grad` with each index once and the rows of duplicate indices summed (TF's
+  // _deduplicate_indexed_slices: Unique + UnsortedSegmentSum), built where the caller's scopes
+  // say (apply_sparse: on the variable's device).
+  static IndexedSlices deduplicate(const IndexedSlices& grad) {
+    auto [unique_indices, positions] = ops::unique(grad.indices);
+    Output summed = ops::unsorted_segment_sum(grad.values, positions, ops::size(unique_indices));
+    return IndexedSlices{summed, unique_indices, grad.dense_shape};
+  }
   // A scalar constant of `like`'s dtype, created where the caller's scopes say.
   static Output constant_like(const Variable& like, double value, std::string_view name) {
     return ops::scalar_like(like.value(), value, name);
@@ -213,7 +237,7 @@ inline GradsAndVars Optimizer::compute_gradients(Output loss,
     if (&vars[i].graph() != &loss.graph())
       throw InvalidArgument("compute_gradients: variable '" + vars[i].name() +
                             "' belongs to another graph than the loss '" + loss.name() + "'");
-    if (detail::depends_on(loss, vars[i].value().op())) {
+    if (detail::depends_on(loss, vars[i].op())) {  // through its value or a direct read
       xs.push_back(vars[i].value());
       connected.push_back(i);
     }
@@ -292,7 +316,10 @@ inline Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
     for (const auto& [grad, var] : pairs) {
       auto var_scope = graph->name_scope("update_" + var.name());
       auto colocated = graph->colocate_with(var.op());
-      update_ops.push_back(apply_dense(grad, var));
+      if (auto slices = as_indexed_slices(grad))
+        update_ops.push_back(apply_sparse(*slices, var));
+      else
+        update_ops.push_back(apply_dense(grad, var));
     }
     to_group = update_ops;
     for (const auto& op : finish(*graph, update_ops)) to_group.push_back(op);
@@ -350,7 +377,15 @@ inline Variable Optimizer::get_or_make_slot(const Variable& var, const Initializ
   Graph& graph = var.graph();
   const std::string name = detail::unique_variable_name(graph, var.name() + "/" + op_name);
   auto colocated = graph.colocate_with(var.op());
-  Variable slot = get_variable(graph, name, var.shape(), init, var.dtype(), /*trainable=*/false);
+  // A shard's slot is the same shard of the slot of the whole variable ("emb/Adagrad"), as TF's
+  // slot_creator names it for the Saver.
+  std::optional<SaveSliceInfo> slice;
+  if (const auto& info = var.save_slice_info()) {
+    slice = *info;
+    slice->full_name = info->full_name + "/" + op_name;
+  }
+  Variable slot = psflow::detail::create_variable(graph, name, var.shape(), init, var.dtype(),
+                                                  /*trainable=*/false, nullptr, std::move(slice));
   named.emplace(key_of(var), slot);
   return slot;
 }

@@ -1,13 +1,20 @@
-// RandomNormal / RandomUniform. Each kernel owns a 64-bit Mersenne Twister seeded from the
-// op's seed (or from std::random_device when the seed is 0), and draws with portable formulas
-// (53-bit uniforms, Box-Muller), so a seed gives the same values on every platform.
+// RandomNormal / RandomUniform. Values come from a counter-based generator: element e of run r
+// of a kernel seeded with s is a function of (s, r, e) alone (splitmix64's output for that
+// counter, then portable formulas: 53-bit uniforms, Box-Muller over element pairs), so
+//  - a seed gives the same values on every platform;
+//  - a shard of a partitioned variable (attrs full_shape and offset) draws, for each element,
+//    the value of its place in the whole variable: a seeded table is the same for any shard
+//    count;
+//  - running the op again (r + 1) draws new values, as TF's stateful random ops do.
+// Seed 0 takes its seed from std::random_device.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <mutex>
 #include <numbers>
 #include <random>
+#include <vector>
 
 #include "psflow/graph/random_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
@@ -16,6 +23,47 @@ namespace psflow {
 
 namespace detail {
 
+// Output `counter` of splitmix64 started at `key`: a well-mixed 64-bit value per counter.
+inline std::uint64_t splitmix64_at(std::uint64_t key, std::uint64_t counter) {
+  std::uint64_t z = key + (counter + 1) * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Uniform on [0, 1) from 53 random bits.
+inline double unit_uniform(std::uint64_t bits) {
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+// For each element of a tensor of `shape` at `offset` in a tensor of `full_shape` (row-major),
+// calls fn(i, g): i its index here, g its index in the whole tensor.
+template <class Fn>
+void for_each_global_index(const Shape& shape, const Shape& full_shape, const Shape& offset,
+                           Fn&& fn) {
+  const std::size_t n = num_elements(shape);
+  if (n == 0) return;
+  const std::size_t rank = shape.size();
+  if (rank == 0) {
+    fn(std::size_t{0}, std::size_t{0});
+    return;
+  }
+  // Rows of the innermost axis are contiguous in both tensors; walk them with an odometer.
+  const std::size_t inner = shape[rank - 1];
+  std::vector<std::size_t> strides(rank, 1);
+  for (std::size_t d = rank - 1; d > 0; --d) strides[d - 1] = strides[d] * full_shape[d];
+  std::vector<std::size_t> coord(rank, 0);
+  for (std::size_t i = 0; i < n; i += inner) {
+    std::size_t g = 0;
+    for (std::size_t d = 0; d < rank; ++d) g += (coord[d] + offset[d]) * strides[d];
+    for (std::size_t j = 0; j < inner; ++j) fn(i + j, g + j);
+    for (std::size_t d = rank - 1; d-- > 0;) {  // next row: carry through the outer axes
+      if (++coord[d] < shape[d]) break;
+      coord[d] = 0;
+    }
+  }
+}
+
 template <bool Normal>
 class RandomKernel : public OpKernel {
  public:
@@ -23,50 +71,59 @@ class RandomKernel : public OpKernel {
       : dtype_(c.attr<DType>("dtype")),
         a_(c.attr<double>(Normal ? "mean" : "minval")),
         b_(c.attr<double>(Normal ? "stddev" : "maxval")) {
-    for (auto d : c.attr<std::vector<std::int64_t>>("shape"))
-      shape_.push_back(static_cast<std::size_t>(d));
+    shape_ = dims_attr(c, "shape");
+    full_shape_ = c.has_attr("full_shape") ? dims_attr(c, "full_shape") : shape_;
+    offset_ = c.has_attr("offset") ? dims_attr(c, "offset") : Shape(shape_.size(), 0);
+    if (full_shape_.size() != shape_.size() || offset_.size() != shape_.size())
+      throw InvalidArgument(c.node().name + ": full_shape and offset must have the rank of shape");
     const auto seed = static_cast<std::uint64_t>(c.attr<std::int64_t>("seed"));
-    engine_.seed(seed != 0 ? seed
-                           : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
-                                 std::random_device{}());
+    seed_ = seed != 0 ? seed
+                      : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+                            std::random_device{}();
   }
 
   void compute(OpKernelContext& ctx) override {
     Tensor& out = ctx.allocate_output(0, dtype_, shape_);
-    std::lock_guard lock(mutex_);  // one sequence per kernel, also across concurrent steps
+    // Each run draws a fresh stream, also when steps run this kernel concurrently.
+    const std::uint64_t key = splitmix64_at(seed_, runs_.fetch_add(1, std::memory_order_relaxed));
     visit_floating_dtype(dtype_, ctx.node().type, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* p = out.data<T>();
-      const std::size_t n = out.size();
-      if constexpr (Normal) {
-        for (std::size_t i = 0; i < n; i += 2) {
-          // Box-Muller: two independent standard normals from two uniforms.
-          const double u1 = 1.0 - uniform();  // (0, 1]
-          const double u2 = uniform();
+      const T upper = static_cast<T>(b_);
+      for_each_global_index(shape_, full_shape_, offset_, [&](std::size_t i, std::size_t g) {
+        if constexpr (Normal) {
+          // Box-Muller: elements 2k and 2k+1 share two uniforms (cos and sin of one draw).
+          const std::uint64_t pair = g / 2;
+          const double u1 = 1.0 - unit_uniform(splitmix64_at(key, 2 * pair));  // (0, 1]
+          const double u2 = unit_uniform(splitmix64_at(key, 2 * pair + 1));
           const double radius = std::sqrt(-2.0 * std::log(u1));
-          p[i] = static_cast<T>(a_ + b_ * radius * std::cos(2 * std::numbers::pi * u2));
-          if (i + 1 < n)
-            p[i + 1] = static_cast<T>(a_ + b_ * radius * std::sin(2 * std::numbers::pi * u2));
-        }
-      } else {
-        const T upper = static_cast<T>(b_);
-        for (std::size_t i = 0; i < n; ++i) {
-          p[i] = static_cast<T>(a_ + (b_ - a_) * uniform());
+          const double angle = 2 * std::numbers::pi * u2;
+          p[i] =
+              static_cast<T>(a_ + b_ * radius * (g % 2 == 0 ? std::cos(angle) : std::sin(angle)));
+        } else {
+          p[i] = static_cast<T>(a_ + (b_ - a_) * unit_uniform(splitmix64_at(key, g)));
           // Rounding to float can reach maxval itself; keep the interval half-open.
           if (p[i] >= upper) p[i] = std::nextafter(upper, static_cast<T>(a_));
         }
-      }
+      });
     });
   }
 
  private:
-  double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }  // [0, 1)
+  static Shape dims_attr(const OpKernelConstruction& c, const char* key) {
+    Shape dims;
+    for (auto d : c.attr<std::vector<std::int64_t>>(key)) {
+      if (d < 0) throw InvalidArgument(c.node().name + ": attr '" + key + "' needs known dims");
+      dims.push_back(static_cast<std::size_t>(d));
+    }
+    return dims;
+  }
 
   DType dtype_;
-  Shape shape_;
+  Shape shape_, full_shape_, offset_;
   double a_, b_;
-  std::mutex mutex_;
-  std::mt19937_64 engine_;
+  std::uint64_t seed_;
+  std::atomic<std::uint64_t> runs_{0};
 };
 
 inline const bool random_kernels_registered = [] {

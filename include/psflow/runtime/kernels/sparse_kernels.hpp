@@ -1,9 +1,12 @@
-// Kernels of the sparse ops (graph/sparse_ops.hpp): GatherV2 copies whole rows, the scatters
-// change only the given rows of a variable (in place when no reader holds its buffer, see
-// VariableResource::update), Unique hashes the values once. Every id is checked before a row
-// is read or written, so a bad id fails the step with nothing applied.
+// Kernels of the sparse ops (graph/sparse_ops.hpp): GatherV2 and ResourceGather copy whole
+// rows (ResourceGather under the variable's lock, holding no share of its buffer, so updates
+// stay in place), the scatters change only the given rows of a variable (in place when no reader
+// holds its buffer, see VariableResource::update), Unique hashes the values once,
+// UnsortedSegmentSum and IndexedSlicesToDense add rows into a zeroed result. Every id is checked
+// before a row is read or written, so a bad id fails the step with nothing applied.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -47,28 +50,109 @@ inline Shape rows_shape(const Shape& indices, const Shape& table) {
   return shape;
 }
 
+// Copies rows `indices` of `params` into output 0 of ctx.
+inline void gather_rows(OpKernelContext& ctx, const Tensor& params, const Tensor& indices,
+                        const std::string& what) {
+  if (params.rank() == 0)
+    throw InvalidArgument(what + ": params must have rows, got " + params.summary());
+  const std::size_t rows = params.shape()[0];
+  const auto ids = checked_ids(indices, rows, what);
+  Tensor& out = ctx.allocate_output(0, params.dtype(), rows_shape(indices.shape(), params.shape()));
+  const std::size_t row_bytes = rows == 0 ? 0 : params.nbytes() / rows;
+  const auto* src = static_cast<const unsigned char*>(params.raw_data());
+  auto* dst = static_cast<unsigned char*>(out.raw_data());
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    std::memcpy(dst + i * row_bytes, src + static_cast<std::size_t>(ids[i]) * row_bytes, row_bytes);
+}
+
 class GatherKernel : public OpKernel {
  public:
   explicit GatherKernel(const OpKernelConstruction& c) : what_("table '" + c.input_name(0) + "'") {}
   void compute(OpKernelContext& ctx) override {
-    const Tensor& params = ctx.input(0);
-    const Tensor& indices = ctx.input(1);
-    if (params.rank() == 0)
-      throw InvalidArgument(what_ + ": params must have rows, got " + params.summary());
-    const std::size_t rows = params.shape()[0];
-    const auto ids = checked_ids(indices, rows, what_);
-    Tensor& out =
-        ctx.allocate_output(0, params.dtype(), rows_shape(indices.shape(), params.shape()));
-    const std::size_t row_bytes = rows == 0 ? 0 : params.nbytes() / rows;
-    const auto* src = static_cast<const unsigned char*>(params.raw_data());
-    auto* dst = static_cast<unsigned char*>(out.raw_data());
-    for (std::size_t i = 0; i < ids.size(); ++i)
-      std::memcpy(dst + i * row_bytes, src + static_cast<std::size_t>(ids[i]) * row_bytes,
-                  row_bytes);
+    gather_rows(ctx, ctx.input(0), ctx.input(1), what_);
   }
 
  private:
   std::string what_;
+};
+
+class ResourceGatherKernel : public OpKernel {
+ public:
+  explicit ResourceGatherKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    const Tensor& indices = ctx.input(1);
+    var.read_locked([&](const Tensor& table) {
+      gather_rows(ctx, table, indices, "variable '" + var.name() + "'");
+    });
+  }
+};
+
+// out[ids[i]] += rows[i] for a zeroed `out` of `out_rows` rows; every id checked first.
+inline Tensor& add_rows_into(OpKernelContext& ctx, const Tensor& rows, const Tensor& ids_in,
+                             std::size_t out_rows, const std::string& what) {
+  const std::size_t n = ids_in.size();
+  if (rows.rank() < ids_in.rank() ||
+      !std::equal(ids_in.shape().begin(), ids_in.shape().end(), rows.shape().begin()))
+    throw InvalidArgument(what + ": the rows " + rows.summary() +
+                          " must start with the shape of the ids " + ids_in.summary());
+  const auto ids = checked_ids(ids_in, out_rows, what);
+  Shape shape{out_rows};
+  shape.insert(shape.end(), rows.shape().begin() + static_cast<std::ptrdiff_t>(ids_in.rank()),
+               rows.shape().end());
+  Tensor& out = ctx.allocate_output(0, rows.dtype(), shape);
+  const std::size_t row_size =
+      n == 0 ? num_elements(shape) / std::max<std::size_t>(out_rows, 1) : rows.size() / n;
+  visit_numeric_dtype(rows.dtype(), what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = out.data<T>();
+    std::fill_n(dst, out.size(), T(0));
+    const T* src = rows.data<T>();
+    for (std::size_t i = 0; i < n; ++i) {
+      T* row = dst + static_cast<std::size_t>(ids[i]) * row_size;
+      const T* in = src + i * row_size;
+      for (std::size_t j = 0; j < row_size; ++j) row[j] += in[j];
+    }
+  });
+  return out;
+}
+
+// The value of an int32/int64 scalar or of element `at` of a vector, as a size.
+inline std::size_t size_input(const Tensor& t, std::size_t at, const std::string& what) {
+  if (at >= t.size()) throw InvalidArgument(what + " has too few elements: " + t.summary());
+  const std::int64_t v = visit_index_dtype(t.dtype(), what, [&](auto tag) {
+    return static_cast<std::int64_t>(t.data<typename decltype(tag)::type>()[at]);
+  });
+  if (v < 0) throw InvalidArgument(what + " must not be negative, got " + std::to_string(v));
+  return static_cast<std::size_t>(v);
+}
+
+class UnsortedSegmentSumKernel : public OpKernel {
+ public:
+  explicit UnsortedSegmentSumKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    const std::string what = "UnsortedSegmentSum '" + ctx.name() + "'";
+    add_rows_into(ctx, ctx.input(0), ctx.input(1),
+                  size_input(ctx.input(2), 0, what + ": num_segments"), what);
+  }
+};
+
+class IndexedSlicesToDenseKernel : public OpKernel {
+ public:
+  explicit IndexedSlicesToDenseKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    const std::string what = "IndexedSlices '" + ctx.name() + "'";
+    const Tensor& values = ctx.input(0);
+    const Tensor& dense_shape = ctx.input(2);
+    Shape expected;
+    for (std::size_t d = 0; d < dense_shape.size(); ++d)
+      expected.push_back(size_input(dense_shape, d, what + ": dense_shape"));
+    const Tensor& out = add_rows_into(ctx, values, ctx.input(1),
+                                      size_input(dense_shape, 0, what + ": dense_shape"), what);
+    if (out.shape() != expected)
+      throw InvalidArgument(what + ": values " + values.summary() + " do not fit dense_shape " +
+                            shape_string(expected));
+  }
 };
 
 enum class ScatterKind { add, sub, update };
@@ -83,7 +167,7 @@ class ScatterKernel : public OpKernel {
     const Tensor& indices = ctx.input(1);
     const Tensor& updates = ctx.input(2);
     const std::string what = "variable '" + var.name() + "'";
-    ctx.set_output(0, var.update([&](const Tensor& current, Tensor& result) {
+    var.update([&](const Tensor& current, Tensor& result) {
       // Everything is checked before the first row changes: nothing is half-applied.
       if (current.rank() == 0)
         throw InvalidArgument(what + ": the variable must have rows, got " + current.summary());
@@ -119,7 +203,8 @@ class ScatterKernel : public OpKernel {
         visit_dtype(current.dtype(), apply);
       else
         visit_numeric_dtype(current.dtype(), type_, apply);
-    }));
+    });
+    ctx.set_output_ref(0, &var);
   }
 
  private:
@@ -156,6 +241,9 @@ class UniqueKernel : public OpKernel {
 inline const bool sparse_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<GatherKernel>("GatherV2");
+  r.add<ResourceGatherKernel>("ResourceGather");
+  r.add<UnsortedSegmentSumKernel>("UnsortedSegmentSum");
+  r.add<IndexedSlicesToDenseKernel>("IndexedSlicesToDense");
   r.add<ScatterKernel<ScatterKind::add>>("ScatterAdd");
   r.add<ScatterKernel<ScatterKind::sub>>("ScatterSub");
   r.add<ScatterKernel<ScatterKind::update>>("ScatterUpdate");

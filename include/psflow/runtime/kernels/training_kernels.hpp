@@ -1,5 +1,7 @@
 // Kernels of the training ops (psflow/graph/training_ops.hpp has their contract and equations):
-// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad and ApplyAdam for float32 and float64.
+// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyAdam, ApplyFtrl and the sparse forms
+// SparseApplyMomentum, SparseApplyAdagrad, SparseApplyAdam, SparseApplyFtrl, for float32 and
+// float64.
 //
 // Each kernel updates its variable and slot variables as one atomic step: it holds the
 // variable's lock, then each slot's lock in input order (variable first, then slots: the one
@@ -13,10 +15,13 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "psflow/graph/training_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
+#include "psflow/runtime/kernels/sparse_kernels.hpp"
 
 namespace psflow {
 
@@ -239,12 +244,286 @@ class ApplyAdamKernel : public OpKernel {
   bool use_nesterov_;
 };
 
+// One FTRL-Proximal step of one element (TF's ApplyFtrl functor, also used by the sparse form).
+template <class T>
+void ftrl_step(T& var, T& accum, T& linear, T g, T lr, T l1, T l2, T lr_power) {
+  const T new_accum = accum + g * g;
+  const bool sqrt_power = lr_power == T(-0.5);
+  const T new_scale = sqrt_power ? std::sqrt(new_accum) : std::pow(new_accum, -lr_power);
+  const T old_scale = sqrt_power ? std::sqrt(accum) : std::pow(accum, -lr_power);
+  linear += g - (new_scale - old_scale) / lr * var;
+  const T quadratic = new_scale / lr + T(2) * l2;
+  const T sign = linear > T(0) ? T(1) : (linear < T(0) ? T(-1) : T(0));
+  var = std::abs(linear) > l1 ? (sign * l1 - linear) / quadratic : T(0);
+  accum = new_accum;
+}
+
+class ApplyFtrlKernel : public OpKernel {
+ public:
+  explicit ApplyFtrlKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& accum = ctx.ref_input(1);
+    VariableResource& linear = ctx.ref_input(2);
+    const Tensor& grad = ctx.input(3);
+    const std::string& op = ctx.node().type;
+    const Tensor& lr_in = ctx.input(4);
+    const Tensor& l1_in = ctx.input(5);
+    const Tensor& l2_in = ctx.input(6);
+    const Tensor& power_in = ctx.input(7);
+    update_variables_together<3>(
+        op, {&var, &accum, &linear}, [&](const auto& cur, const auto& out) {
+          const Tensor& value = *cur[0];
+          check_like_variable(op, var, value, *cur[1], "accumulator '" + accum.name() + "'");
+          check_like_variable(op, var, value, *cur[2], "linear slot '" + linear.name() + "'");
+          check_like_variable(op, var, value, grad, "the gradient");
+          visit_floating_dtype(value.dtype(), op, [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            const DType dt = value.dtype();
+            const T lr = scalar_input<T>(op, lr_in, dt, "lr");
+            const T l1 = scalar_input<T>(op, l1_in, dt, "l1");
+            const T l2 = scalar_input<T>(op, l2_in, dt, "l2");
+            const T power = scalar_input<T>(op, power_in, dt, "lr_power");
+            const T* g = grad.data<T>();
+            const std::size_t n = value.size();
+            for (std::size_t i = 0; i < n; ++i) {
+              T v = value.data<T>()[i], a = cur[1]->template data<T>()[i],
+                l = cur[2]->template data<T>()[i];
+              ftrl_step(v, a, l, g[i], lr, l1, l2, power);
+              out[0]->template data<T>()[i] = v;
+              out[1]->template data<T>()[i] = a;
+              out[2]->template data<T>()[i] = l;
+            }
+          });
+        });
+    ctx.set_output_ref(0, &var);
+  }
+};
+
+// The checked rows of a sparse update: the row of the variable each gradient row goes to.
+struct SparseRows {
+  std::vector<std::int64_t> ids;
+  std::size_t row_size = 0;  // elements per row
+};
+
+// Validates grad [n, row...] and indices [n] against the variable's current value and the slots
+// (which must have its dtype and shape); every index is in range. Throws InvalidArgument.
+template <std::size_t N>
+SparseRows check_sparse_update(const std::string& op, const std::array<VariableResource*, N>& vars,
+                               const std::array<const Tensor*, N>& cur, const Tensor& grad,
+                               const Tensor& indices) {
+  const Tensor& value = *cur[0];
+  for (std::size_t i = 1; i < N; ++i)
+    check_like_variable(op, *vars[0], value, *cur[i], "slot '" + vars[i]->name() + "'");
+  const std::string what = op + " on variable '" + vars[0]->name() + "'";
+  if (value.rank() == 0)
+    throw InvalidArgument(what + ": the variable must have rows, got " + value.summary());
+  if (indices.rank() != 1)
+    throw InvalidArgument(what + ": indices must be a vector, got " + indices.summary());
+  if (grad.dtype() != value.dtype() || grad.shape() != rows_shape(indices.shape(), value.shape()))
+    throw InvalidArgument(what + ": the gradient rows are " + grad.summary() + ", they must be " +
+                          std::string(dtype_name(value.dtype())) +
+                          shape_string(rows_shape(indices.shape(), value.shape())) +
+                          " (one row of the variable per index)");
+  SparseRows rows;
+  rows.ids = checked_ids(indices, value.shape()[0], what);
+  rows.row_size = value.size() / value.shape()[0];
+  return rows;
+}
+
+// A sparse update writes rows into `out`; when a reader holds the old buffer, `out` is a fresh
+// one and must first get the rows that do not change.
+template <std::size_t N>
+void carry_over(const std::array<const Tensor*, N>& cur, const std::array<Tensor*, N>& out) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (out[i]->raw_data() != cur[i]->raw_data())
+      std::memcpy(out[i]->raw_data(), cur[i]->raw_data(), cur[i]->nbytes());
+}
+
+// Runs a sparse Apply op: locks `vars`, checks everything, then calls
+// fn(tag, rows, out) to write the rows into out (which holds the current values).
+template <std::size_t N, class Fn>
+void sparse_update(OpKernelContext& ctx, const std::array<VariableResource*, N>& vars,
+                   int grad_input, int indices_input, Fn&& fn) {
+  const std::string& op = ctx.node().type;
+  const Tensor& grad = ctx.input(grad_input);
+  const Tensor& indices = ctx.input(indices_input);
+  update_variables_together<N>(op, vars, [&](const auto& cur, const auto& out) {
+    const SparseRows rows = check_sparse_update<N>(op, vars, cur, grad, indices);
+    visit_floating_dtype(cur[0]->dtype(), op, [&](auto tag) {
+      carry_over<N>(cur, out);
+      fn(tag, rows, grad, out);
+    });
+  });
+  ctx.set_output_ref(0, vars[0]);
+}
+
+class SparseApplyMomentumKernel : public OpKernel {
+ public:
+  explicit SparseApplyMomentumKernel(const OpKernelConstruction& c)
+      : use_nesterov_(c.attr<bool>("use_nesterov")) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& accum = ctx.ref_input(1);
+    const std::string& op = ctx.node().type;
+    const Tensor& lr_in = ctx.input(2);
+    const Tensor& mu_in = ctx.input(5);
+    sparse_update<2>(ctx, {&var, &accum}, 3, 4,
+                     [&](auto tag, const SparseRows& rows, const Tensor& grad, const auto& out) {
+                       using T = typename decltype(tag)::type;
+                       const T lr = scalar_input<T>(op, lr_in, grad.dtype(), "lr");
+                       const T mu = scalar_input<T>(op, mu_in, grad.dtype(), "momentum");
+                       T* v = out[0]->template data<T>();
+                       T* a = out[1]->template data<T>();
+                       const T* g = grad.data<T>();
+                       for (std::size_t k = 0; k < rows.ids.size(); ++k) {
+                         const std::size_t base =
+                             static_cast<std::size_t>(rows.ids[k]) * rows.row_size;
+                         for (std::size_t j = 0; j < rows.row_size; ++j) {
+                           const T gj = g[k * rows.row_size + j];
+                           const T acc = a[base + j] * mu + gj;
+                           a[base + j] = acc;
+                           v[base + j] -= use_nesterov_ ? gj * lr + acc * mu * lr : acc * lr;
+                         }
+                       }
+                     });
+  }
+
+ private:
+  bool use_nesterov_;
+};
+
+class SparseApplyAdagradKernel : public OpKernel {
+ public:
+  explicit SparseApplyAdagradKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& accum = ctx.ref_input(1);
+    const std::string& op = ctx.node().type;
+    const Tensor& lr_in = ctx.input(2);
+    sparse_update<2>(ctx, {&var, &accum}, 3, 4,
+                     [&](auto tag, const SparseRows& rows, const Tensor& grad, const auto& out) {
+                       using T = typename decltype(tag)::type;
+                       const T lr = scalar_input<T>(op, lr_in, grad.dtype(), "lr");
+                       T* v = out[0]->template data<T>();
+                       T* a = out[1]->template data<T>();
+                       const T* g = grad.data<T>();
+                       for (std::size_t k = 0; k < rows.ids.size(); ++k) {
+                         const std::size_t base =
+                             static_cast<std::size_t>(rows.ids[k]) * rows.row_size;
+                         for (std::size_t j = 0; j < rows.row_size; ++j) {
+                           const T gj = g[k * rows.row_size + j];
+                           a[base + j] += gj * gj;
+                           v[base + j] -= gj * lr * (T(1) / std::sqrt(a[base + j]));
+                         }
+                       }
+                     });
+  }
+};
+
+class SparseApplyAdamKernel : public OpKernel {
+ public:
+  explicit SparseApplyAdamKernel(const OpKernelConstruction& c) : lazy_(c.attr<bool>("lazy")) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& m = ctx.ref_input(1);
+    VariableResource& v = ctx.ref_input(2);
+    const std::string& op = ctx.node().type;
+    sparse_update<3>(
+        ctx, {&var, &m, &v}, 9, 10,
+        [&](auto tag, const SparseRows& rows, const Tensor& grad, const auto& out) {
+          using T = typename decltype(tag)::type;
+          const DType dt = grad.dtype();
+          const T beta1_power = scalar_input<T>(op, ctx.input(3), dt, "beta1_power", true);
+          const T beta2_power = scalar_input<T>(op, ctx.input(4), dt, "beta2_power", true);
+          const T lr = scalar_input<T>(op, ctx.input(5), dt, "lr");
+          const T beta1 = scalar_input<T>(op, ctx.input(6), dt, "beta1");
+          const T beta2 = scalar_input<T>(op, ctx.input(7), dt, "beta2");
+          const T epsilon = scalar_input<T>(op, ctx.input(8), dt, "epsilon");
+          const T alpha = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
+          T* w = out[0]->template data<T>();
+          T* m_t = out[1]->template data<T>();
+          T* v_t = out[2]->template data<T>();
+          const T* g = grad.data<T>();
+          const std::size_t row = rows.row_size;
+          if (lazy_) {  // LazyAdam: only the given rows
+            for (std::size_t k = 0; k < rows.ids.size(); ++k) {
+              const std::size_t base = static_cast<std::size_t>(rows.ids[k]) * row;
+              for (std::size_t j = 0; j < row; ++j) {
+                const T gj = g[k * row + j];
+                const std::size_t e = base + j;
+                m_t[e] = beta1 * m_t[e] + (T(1) - beta1) * gj;
+                v_t[e] = beta2 * v_t[e] + (T(1) - beta2) * gj * gj;
+                w[e] -= alpha * m_t[e] / (std::sqrt(v_t[e]) + epsilon);
+              }
+            }
+            return;
+          }
+          // TF1's _apply_sparse: decay every row's moments, add the gradient rows, move every row.
+          const std::size_t n = out[0]->size();
+          for (std::size_t e = 0; e < n; ++e) {
+            m_t[e] *= beta1;
+            v_t[e] *= beta2;
+          }
+          for (std::size_t k = 0; k < rows.ids.size(); ++k) {
+            const std::size_t base = static_cast<std::size_t>(rows.ids[k]) * row;
+            for (std::size_t j = 0; j < row; ++j) {
+              const T gj = g[k * row + j];
+              m_t[base + j] += gj * (T(1) - beta1);
+              v_t[base + j] += gj * gj * (T(1) - beta2);
+            }
+          }
+          for (std::size_t e = 0; e < n; ++e)
+            w[e] -= alpha * m_t[e] / (std::sqrt(v_t[e]) + epsilon);
+        });
+  }
+
+ private:
+  bool lazy_;
+};
+
+class SparseApplyFtrlKernel : public OpKernel {
+ public:
+  explicit SparseApplyFtrlKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& accum = ctx.ref_input(1);
+    VariableResource& linear = ctx.ref_input(2);
+    const std::string& op = ctx.node().type;
+    sparse_update<3>(ctx, {&var, &accum, &linear}, 3, 4,
+                     [&](auto tag, const SparseRows& rows, const Tensor& grad, const auto& out) {
+                       using T = typename decltype(tag)::type;
+                       const DType dt = grad.dtype();
+                       const T lr = scalar_input<T>(op, ctx.input(5), dt, "lr");
+                       const T l1 = scalar_input<T>(op, ctx.input(6), dt, "l1");
+                       const T l2 = scalar_input<T>(op, ctx.input(7), dt, "l2");
+                       const T power = scalar_input<T>(op, ctx.input(8), dt, "lr_power");
+                       T* w = out[0]->template data<T>();
+                       T* a = out[1]->template data<T>();
+                       T* l = out[2]->template data<T>();
+                       const T* g = grad.data<T>();
+                       for (std::size_t k = 0; k < rows.ids.size(); ++k) {
+                         const std::size_t base =
+                             static_cast<std::size_t>(rows.ids[k]) * rows.row_size;
+                         for (std::size_t j = 0; j < rows.row_size; ++j)
+                           ftrl_step(w[base + j], a[base + j], l[base + j],
+                                     g[k * rows.row_size + j], lr, l1, l2, power);
+                       }
+                     });
+  }
+};
+
 inline const bool training_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<ApplyGradientDescentKernel>("ApplyGradientDescent");
   r.add<ApplyMomentumKernel>("ApplyMomentum");
   r.add<ApplyAdagradKernel>("ApplyAdagrad");
   r.add<ApplyAdamKernel>("ApplyAdam");
+  r.add<ApplyFtrlKernel>("ApplyFtrl");
+  r.add<SparseApplyMomentumKernel>("SparseApplyMomentum");
+  r.add<SparseApplyAdagradKernel>("SparseApplyAdagrad");
+  r.add<SparseApplyAdamKernel>("SparseApplyAdam");
+  r.add<SparseApplyFtrlKernel>("SparseApplyFtrl");
   return true;
 }();
 

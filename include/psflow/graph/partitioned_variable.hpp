@@ -1,0 +1,129 @@
+// PartitionedVariable: one variable split into shards (TF1's get_variable with a partitioner).
+//
+// get_variable(graph, "emb", {rows, dim}, init, partitioner) asks the partitioner how many
+// shards to cut along which axis and creates each shard as a variable of its own, named
+// "emb/part_0", "emb/part_1", ... with TF's layout (the first dim % n shards get one extra row).
+// Being separate VariableV2 ops, the shards are spread over the ps tasks by
+// replica_device_setter (round-robin or greedy), trained like any variable (each is in the
+// trainable collection) and saved by the Saver as slices of one tensor "emb" (SaveSliceInfo),
+// so a checkpoint restores into another shard count. The initializer sees each shard's shape and
+// its PartitionInfo (offset in the whole variable), so a seeded random initializer gives the
+// same table whatever the shard count.
+//
+// Read it with ops::embedding_lookup (only the looked-up rows leave the ps tasks) or, for the
+// whole value, as_tensor() (every shard travels: fine for small variables).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "psflow/graph/array_ops.hpp"
+#include "psflow/graph/partitioner.hpp"
+#include "psflow/graph/variable.hpp"
+
+namespace psflow {
+
+namespace detail {
+struct PartitionedVariableRecord {
+  std::string name;
+  Shape shape;
+  DType dtype;
+  std::size_t axis = 0;  // the axis the shards split
+  std::vector<Variable> parts;
+};
+inline constexpr const char* kPartitionedVariables = "partitioned_variables";
+}  // namespace detail
+
+// Handle to a partitioned variable. Cheap to copy; a default-constructed one is empty.
+class PartitionedVariable {
+ public:
+  PartitionedVariable() = default;
+  explicit PartitionedVariable(std::shared_ptr<const detail::PartitionedVariableRecord> record)
+      : record_(std::move(record)) {}
+
+  bool valid() const noexcept { return record_ != nullptr; }
+  // The whole variable's name, shape and dtype (the name the Saver stores it under).
+  std::string name() const { return record().name; }
+  Shape shape() const { return record().shape; }
+  DType dtype() const { return record().dtype; }
+  // The axis the shards split (0 for every built-in partitioner's default).
+  std::size_t axis() const { return record().axis; }
+  // The shards in order: "<name>/part_0", "<name>/part_1", ...
+  std::vector<Variable> partitions() const { return record().parts; }
+  std::size_t num_partitions() const { return record().parts.size(); }
+  // The whole value: the shards' values concatenated along the split axis, created where the
+  // caller's device scopes say (each shard's value travels there).
+  Output as_tensor() const {
+    std::vector<Output> values;
+    for (const auto& part : record().parts) values.push_back(part.value());
+    auto& graph = record().parts.front().graph();
+    auto scope = graph.name_scope(record().name + "/");
+    return ops::concat(values, static_cast<int>(record().axis), "concat");
+  }
+  bool operator==(const PartitionedVariable& o) const { return record_ == o.record_; }
+
+ private:
+  const detail::PartitionedVariableRecord& record() const {
+    if (!record_)
+      throw InvalidArgument("using an empty PartitionedVariable handle (default-constructed)");
+    return *record_;
+  }
+  std::shared_ptr<const detail::PartitionedVariableRecord> record_;
+};
+
+// Every partitioned variable of `graph`, in creation order.
+inline std::vector<PartitionedVariable> partitioned_variables(const Graph& graph) {
+  std::vector<PartitionedVariable> out;
+  for (auto& r : graph.collection<detail::PartitionedVariableRecord>(detail::kPartitionedVariables))
+    out.emplace_back(r);
+  return out;
+}
+
+// Creates partitioned variable `name` of `shape`: the shards the partitioner asks for (see the
+// file comment). Throws InvalidArgument when the partitioner's answer is impossible (more shards
+// than rows, two split axes, ...: naming the variable and the counts) and AlreadyExists when
+// `name` or one of its shard names is taken.
+inline PartitionedVariable get_variable(Graph& graph, std::string_view name, Shape shape,
+                                        Initializer init, Partitioner partitioner,
+                                        DType dtype = DType::float32, bool trainable = true) {
+  if (name.empty()) throw InvalidArgument("get_variable: the variable needs a name");
+  if (!partitioner)
+    throw InvalidArgument("get_variable('" + std::string(name) +
+                          "'): the partitioner is empty; pass e.g. fixed_size_partitioner(n)");
+  if (shape.empty())
+    throw InvalidArgument("get_variable('" + std::string(name) +
+                          "'): a scalar cannot be partitioned; give it a shape with rows");
+  const std::vector<std::size_t> partitions = partitioner(shape, dtype);
+  check_partitions(std::string(name), shape, partitions);
+  std::size_t axis = 0;
+  for (std::size_t d = 0; d < partitions.size(); ++d)
+    if (partitions[d] > 1) axis = d;
+  const std::size_t count = partitions[axis];
+  detail::check_new_variable_name(graph, name);
+  for (std::size_t i = 0; i < count; ++i)
+    detail::check_new_variable_name(graph, std::string(name) + "/part_" + std::to_string(i));
+
+  auto record = std::make_shared<detail::PartitionedVariableRecord>();
+  record->name = std::string(name);
+  record->shape = shape;
+  record->dtype = dtype;
+  record->axis = axis;
+  const auto sizes = shard_sizes(shape[axis], count);
+  const auto offsets = shard_offsets(shape[axis], count);
+  for (std::size_t i = 0; i < count; ++i) {
+    Shape part_shape = shape;
+    part_shape[axis] = sizes[i];
+    PartitionInfo info{shape, std::vector<std::size_t>(shape.size(), 0)};
+    info.offset[axis] = offsets[i];
+    SaveSliceInfo slice{record->name, shape, info.offset, part_shape};
+    record->parts.push_back(
+        detail::create_variable(graph, record->name + "/part_" + std::to_string(i), part_shape,
+                                init, dtype, trainable, &info, std::move(slice)));
+  }
+  graph.add_to_collection(detail::kPartitionedVariables, record);
+  return PartitionedVariable(record);
+}
+
+}  // namespace psflow
