@@ -240,3 +240,90 @@ TEST_CASE("async training with 4 workers x 500 steps applies all 2000 updates") 
   for (auto& t : threads) t.join();
   CHECK(chief.run({replicas[0]->counter.value()})[0].scalar<std::int64_t>() == kWorkers * kSteps);
 }
+
+TEST_CASE("a sparse accumulator sums rows per index and averages over the gradients") {
+  GradientAccumulator acc("emb", DType::float32, PartialShape::of({6, 2}), /*sparse=*/true);
+  std::promise<std::pair<Tensor, Tensor>> taken;
+  auto result = taken.get_future();
+  acc.take_sparse(2, [&](const Status& s, Tensor indices, Tensor rows) {
+    CHECK(s.ok());
+    taken.set_value({indices, rows});
+  });
+  CHECK(acc.apply_sparse(Tensor::from_vector<std::int64_t>({4, 1}),
+                         Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), 0));
+  CHECK(acc.apply_sparse(Tensor::from_vector<std::int32_t>({4}),
+                         Tensor::from_vector<float>({5, 6}, {1, 2}), 0));
+  auto [indices, rows] = result.get();
+  CHECK(indices.equals(Tensor::from_vector<std::int64_t>({1, 4})));        // sorted
+  CHECK(rows.equals(Tensor::from_vector<float>({1.5, 2, 3, 4}, {2, 2})));  // sums / 2 gradients
+  CHECK_FALSE(acc.apply_sparse(Tensor::from_vector<std::int64_t>({0}),
+                               Tensor::from_vector<float>({1, 1}, {1, 2}), 0));  // stale
+  CHECK_THROWS_WITH(acc.apply_sparse(Tensor::from_vector<std::int64_t>({6}),
+                                     Tensor::from_vector<float>({1, 1}, {1, 2}), 1),
+                    Catch::Contains("index 6"));
+  CHECK_THROWS_AS(acc.apply(Tensor::from_vector<float>({1, 1}), 1), InvalidArgument);
+}
+
+TEST_CASE("sync replicas with sparse gradients apply exactly the aggregated rows") {
+  constexpr int kSteps = 20;
+  PsAndWorkers cluster(2);
+  // Worker 0 looks up ids {1, 3, 3}, worker 1 ids {3, 5}; loss = sum of the rows, so each id
+  // brings gradient 1 per element. Averaged over the 2 gradients of a step: row 1 gets 0.5,
+  // row 3 (1 + 1 + 1) / 2 = 1.5, row 5 0.5; SGD with lr 0.5 for kSteps steps.
+  struct SparseReplica {
+    Graph g;
+    Variable global_step;
+    PartitionedVariable emb;
+    train::GradientDescentOptimizer sgd{0.5};
+    std::unique_ptr<train::SyncReplicasOptimizer> sync;
+    Operation train_op;
+    SparseReplica(const ClusterSpec& cluster, int task, std::vector<std::int64_t> ids) {
+      auto placement = g.device(train::replica_device_setter(
+          {.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster}));
+      global_step = train::get_or_create_global_step(g);
+      emb = get_variable(g, "emb", {8, 2}, zeros_initializer(), fixed_size_partitioner(2));
+      Output loss = ops::reduce_sum(
+          ops::embedding_lookup(emb, ops::constant(g, Tensor::from_vector(ids)), "div"));
+      sync = std::make_unique<train::SyncReplicasOptimizer>(sgd, 2, 2);
+      auto grads = sync->compute_gradients(loss);
+      for (const auto& [grad, var] : grads) REQUIRE(as_indexed_slices(grad));
+      train_op = sync->apply_gradients(grads, global_step);
+    }
+  };
+  SparseReplica chief_replica(cluster.spec(), 0, {1, 3, 3});
+  SparseReplica other_replica(cluster.spec(), 1, {3, 5});
+  for (const auto& op : chief_replica.g.operations()) CHECK(op.type() != "AccumulatorTakeGradient");
+  auto options = [&](SparseReplica& r, const Server& server, bool chief) {
+    train::MonitoredTrainingSessionOptions o;
+    o.master = server.target();
+    o.is_chief = chief;
+    o.hooks.push_back(r.sync->make_session_run_hook(chief));
+    o.log_step_count_steps = 0;
+    o.ready_deadline_secs = 30;
+    return o;
+  };
+  train::MonitoredTrainingSession chief(chief_replica.g,
+                                        options(chief_replica, *cluster.workers[0], true));
+  std::atomic<int> failures{0};
+  std::jthread other([&] {
+    try {
+      train::MonitoredTrainingSession sess(other_replica.g,
+                                           options(other_replica, *cluster.workers[1], false));
+      for (int s = 0; s < kSteps; ++s) sess.run(other_replica.train_op);
+    } catch (const std::exception& e) {
+      ++failures;
+      WARN(e.what());
+    }
+  });
+  for (int s = 0; s < kSteps; ++s) chief.run(chief_replica.train_op);
+  other.join();
+  CHECK(failures == 0);
+  auto values =
+      chief.raw_session().run({chief_replica.global_step.value(), chief_replica.emb.as_tensor()});
+  CHECK(values[0].scalar<std::int64_t>() == kSteps);
+  std::vector<float> want(16, 0.0f);
+  for (auto [row, g] : {std::pair{1, 0.5f}, std::pair{3, 1.5f}, std::pair{5, 0.5f}})
+    want[2 * row] = want[2 * row + 1] = -0.5f * g * kSteps;
+  CHECK(values[1].equals(Tensor::from_vector(want, {8, 2})));
+  chief.close();
+}

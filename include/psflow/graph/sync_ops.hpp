@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "psflow/graph/op_builder.hpp"
+#include "psflow/graph/sparse_ops.hpp"
 
 namespace psflow {
 
@@ -42,6 +43,30 @@ inline const bool sync_ops_registered = [] {
               }});
   r.add(OpDef{
       .type = "AccumulatorTakeGradient", .stateful = true, .infer = spec_from_dtype_shape_attrs});
+  // The IndexedSlices forms (TF's SparseConditionalAccumulator): (indices, rows, local_step) in,
+  // (indices int64, rows, dense_shape int64) out.
+  r.add(OpDef{.type = "SparseAccumulatorApplyGradient",
+              .num_inputs = 3,
+              .stateful = true,
+              .infer = [](const InferenceContext& ctx) {
+                if (ctx.input_dtypes[0] != DType::int32 && ctx.input_dtypes[0] != DType::int64)
+                  ctx.fail("indices must be int32 or int64, got " + ctx.describe_input(0));
+                if (ctx.input_dtypes[1] != ctx.attr<DType>("dtype"))
+                  ctx.fail("gradient rows' dtype does not match the accumulator: " +
+                           ctx.describe_input(1));
+                expect_int64_scalar(ctx, 2);
+                return std::vector<OutputSpec>{{DType::boolean, PartialShape::scalar()}};
+              }});
+  r.add(OpDef{.type = "SparseAccumulatorTakeGradient",
+              .stateful = true,
+              .infer = [](const InferenceContext& ctx) {
+                auto rows = spec_from_dtype_shape_attrs(ctx)[0];
+                if (rows.shape.known && !rows.shape.dims.empty()) rows.shape.dims[0] = -1;
+                const std::int64_t rank = rows.shape.known ? rows.shape.rank() : -1;
+                return std::vector<OutputSpec>{{DType::int64, PartialShape::of({-1})},
+                                               rows,
+                                               {DType::int64, PartialShape::of({rank})}};
+              }});
   r.add(OpDef{.type = "AccumulatorSetGlobalStep",
               .num_inputs = 1,
               .stateful = true,
@@ -74,11 +99,13 @@ inline const bool sync_ops_registered = [] {
 }();
 
 inline AttrMap accumulator_attrs(const std::string& shared_name, DType dtype,
-                                 const PartialShape& shape) {
-  return {{"shared_name", shared_name},
-          {"dtype", dtype},
-          {"shape", shape.dims},
-          {"shape_known", shape.known}};
+                                 const PartialShape& shape, bool sparse = false) {
+  AttrMap attrs{{"shared_name", shared_name},
+                {"dtype", dtype},
+                {"shape", shape.dims},
+                {"shape_known", shape.known}};
+  if (sparse) attrs.emplace("sparse", true);
+  return attrs;
 }
 
 }  // namespace detail
@@ -90,39 +117,62 @@ struct AccumulatorSpec {
   std::string shared_name;
   DType dtype = DType::float32;
   PartialShape shape;
+  bool sparse = false;  // accumulates IndexedSlices (use the sparse_accumulator_* ops)
 };
 
 inline Output accumulator_apply_gradient(const AccumulatorSpec& acc, Output gradient,
                                          Output local_step, std::string_view name = "") {
-  return detail::build_op("AccumulatorApplyGradient", {gradient, local_step},
-                          detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape), name,
-                          "AccumulatorApplyGradient")
+  return detail::build_op(
+             "AccumulatorApplyGradient", {gradient, local_step},
+             detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse), name,
+             "AccumulatorApplyGradient")
       .output(0);
 }
 inline Output accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc, int num_required,
                                         std::string_view name = "") {
-  AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape);
+  AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse);
   attrs["num_required"] = std::int64_t{num_required};
   return detail::build_source_op(g, "AccumulatorTakeGradient", std::move(attrs), name,
                                  "AccumulatorTakeGradient")
       .output(0);
 }
+// Pushes an IndexedSlices gradient (rows `values` at `indices`) into a sparse accumulator.
+inline Output sparse_accumulator_apply_gradient(const AccumulatorSpec& acc, Output indices,
+                                                Output values, Output local_step,
+                                                std::string_view name = "") {
+  return detail::build_op("SparseAccumulatorApplyGradient", {indices, values, local_step},
+                          detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, true),
+                          name, "SparseAccumulatorApplyGradient")
+      .output(0);
+}
+// The average of `num_required` IndexedSlices gradients: {indices (sorted), rows, dense_shape}.
+inline IndexedSlices sparse_accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc,
+                                                      int num_required,
+                                                      std::string_view name = "") {
+  AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, true);
+  attrs["num_required"] = std::int64_t{num_required};
+  auto op = detail::build_source_op(g, "SparseAccumulatorTakeGradient", std::move(attrs), name,
+                                    "SparseAccumulatorTakeGradient");
+  return IndexedSlices{op.output(1), op.output(0), op.output(2)};
+}
 inline Operation accumulator_set_global_step(const AccumulatorSpec& acc, Output step,
                                              std::string_view name = "") {
-  return detail::build_op("AccumulatorSetGlobalStep", {step},
-                          detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape), name,
-                          "SetGlobalStep");
+  return detail::build_op(
+      "AccumulatorSetGlobalStep", {step},
+      detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse), name,
+      "SetGlobalStep");
 }
 inline Output accumulator_num_dropped(Graph& g, const AccumulatorSpec& acc,
                                       std::string_view name = "") {
-  return detail::build_source_op(g, "AccumulatorNumDropped",
-                                 detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape),
-                                 name, "AccumulatorNumDropped")
+  return detail::build_source_op(
+             g, "AccumulatorNumDropped",
+             detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse), name,
+             "AccumulatorNumDropped")
       .output(0);
 }
 inline Operation accumulator_set_closed(Graph& g, const AccumulatorSpec& acc, bool closed,
                                         std::string_view name = "") {
-  AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape);
+  AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse);
   attrs["closed"] = closed;
   return detail::build_source_op(g, "AccumulatorSetClosed", std::move(attrs), name,
                                  closed ? "CloseAccumulator" : "OpenAccumulator");

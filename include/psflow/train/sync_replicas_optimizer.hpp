@@ -9,6 +9,10 @@
 // aggregate, the extra ones are backups: the slowest gradient of each step is dropped and a dead
 // replica does not stop training.
 //
+// An IndexedSlices gradient (an embedding table's) goes to a sparse accumulator: the replicas
+// push only their rows, the chief takes the touched rows averaged over the gradients, and the
+// wrapped optimizer applies them with its sparse kernel, so nothing table-sized is built.
+//
 // Beyond TF: when the chief's session ends (StopAtStepHook, an error, close()) the hook closes the
 // token queue and the accumulators, so replicas waiting for a token are released with
 // OutOfRange, which MonitoredTrainingSession turns into should_stop(): no process is left
@@ -90,11 +94,21 @@ class SyncReplicasOptimizer {
     for (const auto& [grad, var] : grads_and_vars) {
       if (!grad.valid()) continue;
       auto colocated = g.colocate_with(var.op());
+      const auto slices = as_indexed_slices(grad);
       ops::AccumulatorSpec acc{var.name() + "/grad_accum", var.dtype(),
-                               PartialShape::of_shape(var.shape())};
+                               PartialShape::of_shape(var.shape()), slices.has_value()};
       accumulators_.push_back(acc);
-      pushes.push_back(ops::accumulator_apply_gradient(acc, grad, local_step_value_).op());
-      aggregated.emplace_back(ops::accumulator_take_gradient(g, acc, replicas_to_aggregate_), var);
+      if (slices) {  // only the rows travel and are summed (TF's SparseConditionalAccumulator)
+        pushes.push_back(ops::sparse_accumulator_apply_gradient(acc, slices->indices,
+                                                                slices->values, local_step_value_)
+                             .op());
+        aggregated.emplace_back(
+            ops::sparse_accumulator_take_gradient(g, acc, replicas_to_aggregate_), var);
+      } else {
+        pushes.push_back(ops::accumulator_apply_gradient(acc, grad, local_step_value_).op());
+        aggregated.emplace_back(ops::accumulator_take_gradient(g, acc, replicas_to_aggregate_),
+                                var);
+      }
       chief_init.push_back(ops::accumulator_set_closed(g, acc, false));
       chief_init.push_back(ops::accumulator_set_global_step(acc, global_step.value()));
       num_dropped_ = num_dropped_.valid() ? num_dropped_ + ops::accumulator_num_dropped(g, acc)

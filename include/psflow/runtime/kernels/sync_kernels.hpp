@@ -26,8 +26,9 @@ inline std::shared_ptr<GradientAccumulator> accumulator_for(const OpKernelConstr
   if (c.attr<bool>("shape_known"))
     shape = PartialShape::of(c.attr<std::vector<std::int64_t>>("shape"));
   const DType dtype = c.attr<DType>("dtype");
+  const bool sparse = c.has_attr("sparse") && c.attr<bool>("sparse");
   return c.device().resources().lookup_or_create_resource<GradientAccumulator>(
-      name, [&] { return new GradientAccumulator(name, dtype, shape); });
+      name, [&] { return new GradientAccumulator(name, dtype, shape, sparse); });
 }
 
 inline std::shared_ptr<TokenQueue> queue_for(const OpKernelConstruction& c) {
@@ -130,6 +131,54 @@ class AccumulatorTakeKernel : public AsyncOpKernel {
  private:
   std::shared_ptr<GradientAccumulator> accumulator_;
   int required_;
+};
+
+class SparseAccumulatorApplyKernel : public OpKernel {
+ public:
+  explicit SparseAccumulatorApplyKernel(const OpKernelConstruction& c)
+      : accumulator_(accumulator_for(c)) {}
+  void compute(OpKernelContext& ctx) override {
+    const bool accepted =
+        accumulator_->apply_sparse(ctx.input(0), ctx.input(1), ctx.input(2).scalar<std::int64_t>());
+    ctx.set_output(0, Tensor(accepted));
+  }
+
+ private:
+  std::shared_ptr<GradientAccumulator> accumulator_;
+};
+
+class SparseAccumulatorTakeKernel : public AsyncOpKernel {
+ public:
+  explicit SparseAccumulatorTakeKernel(const OpKernelConstruction& c)
+      : accumulator_(accumulator_for(c)),
+        required_(static_cast<int>(c.attr<std::int64_t>("num_required"))) {
+    const auto& dims = c.attr<std::vector<std::int64_t>>("shape");
+    dense_shape_ = Tensor(DType::int64, {dims.size()});
+    for (std::size_t d = 0; d < dims.size(); ++d) dense_shape_.data<std::int64_t>()[d] = dims[d];
+  }
+  void compute_async(OpKernelContext& ctx, DoneCallback done) override {
+    auto wait = std::make_shared<Waiting>();
+    wait->done = std::move(done);
+    CancellationManager* cancellation = ctx.step().cancellation;
+    auto accumulator = accumulator_;
+    const Tensor dense_shape = dense_shape_;
+    const std::uint64_t id = accumulator->take_sparse(
+        required_, [wait, &ctx, dense_shape](const Status& status, Tensor indices, Tensor rows) {
+          if (!wait->claim()) return;
+          if (status.ok()) {
+            ctx.set_output(0, std::move(indices));
+            ctx.set_output(1, std::move(rows));
+            ctx.set_output(2, dense_shape);
+          }
+          wait->finish(status);
+        });
+    arm(wait, cancellation, [accumulator, id] { accumulator->cancel_take(id); });
+  }
+
+ private:
+  std::shared_ptr<GradientAccumulator> accumulator_;
+  int required_;
+  Tensor dense_shape_;
 };
 
 class AccumulatorSetGlobalStepKernel : public OpKernel {
@@ -265,6 +314,8 @@ inline const bool sync_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<AccumulatorApplyKernel>("AccumulatorApplyGradient");
   r.add<AccumulatorTakeKernel>("AccumulatorTakeGradient");
+  r.add<SparseAccumulatorApplyKernel>("SparseAccumulatorApplyGradient");
+  r.add<SparseAccumulatorTakeKernel>("SparseAccumulatorTakeGradient");
   r.add<AccumulatorSetGlobalStepKernel>("AccumulatorSetGlobalStep");
   r.add<AccumulatorNumDroppedKernel>("AccumulatorNumDropped");
   r.add<AccumulatorSetClosedKernel>("AccumulatorSetClosed");
