@@ -1,7 +1,8 @@
 // gradients(): every op's gradient is checked against central differences of sum(y) in float64
-// (broadcasting, transposes, reductions, reshape, softmax cross-entropy, a 2-layer MLP with an
-// unknown batch size), plus the walk's rules (several paths, unrelated xs, non-differentiable
-// ops, placement and names), the helper ops' values, and get_or_create_global_step.
+// (broadcasting, transposes, reductions, reshape, softmax and sigmoid cross-entropy, a 2-layer MLP
+// with an unknown batch size), plus the walk's rules (several paths, unrelated xs,
+// non-differentiable ops, placement and names), the helper ops' values, and
+// get_or_create_global_step.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -414,6 +415,37 @@ TEST_CASE("softmax cross-entropy gradient backpropagates into logits", "[gradien
     Session sess(g);
     const Tensor got = sess.run(grads, {{y, Tensor(labels)}, {logits, Tensor(r.array({4, 5}))}})[0];
     CHECK(got.equals(Tensor(DType::float64, {4, 5})));
+  }
+}
+
+TEST_CASE("sigmoid cross-entropy gradients for logits and labels", "[gradients]") {
+  Random r(510);
+  // Logits up to +-4 and labels in [0, 1], both differentiated (TF's composed formula gives the
+  // labels a gradient, -logits, too); an unknown batch dimension on the logits.
+  check_gradients(
+      [&](Graph&, const std::vector<Output>& in) {
+        return weighted(ops::sigmoid_cross_entropy_with_logits(in[1], in[0]));
+      },
+      {Arg{r.array({3, 4}, -4, 4), Dims{-1, 4}}, Arg{r.array({3, 4}, 0, 1)}});
+
+  SECTION("the analytic gradient at large logits: sigmoid(x) - z and -x, without overflow") {
+    Graph g;
+    const Output x = ops::placeholder(g, DType::float64, {4}, "logits");
+    const Output z = ops::placeholder(g, DType::float64, {4}, "labels");
+    const auto grads =
+        train::gradients(ops::reduce_sum(ops::sigmoid_cross_entropy_with_logits(z, x)), {x, z});
+    Session sess(g);
+    xt::xarray<double> xv = {100, -100, 0, 2};
+    xt::xarray<double> zv = {0, 0, 0.5, 1};
+    const auto got = sess.run(grads, {{x, Tensor(xv)}, {z, Tensor(zv)}});
+    const auto dx = got[0].values<double>();
+    const auto dz = got[1].values<double>();
+    const double want_dx[] = {1, 0, 0, 1 / (1 + std::exp(-2.0)) - 1};
+    for (std::size_t i = 0; i < 4; ++i) {
+      INFO("element " << i);
+      CHECK(close(dx[i], want_dx[i], 1e-12));
+      CHECK(close(dz[i], -xv(i), 1e-12));
+    }
   }
 }
 

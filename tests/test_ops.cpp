@@ -818,6 +818,94 @@ TEMPLATE_TEST_CASE("softmax_cross_entropy_with_logits gives the loss per row", "
 }
 
 // ---------------------------------------------------------------------------------------------
+// Sigmoid cross-entropy
+
+TEMPLATE_TEST_CASE("sigmoid_cross_entropy_with_logits gives the element-wise logistic loss",
+                   "[ops][nn]", float, double) {
+  using T = TestType;
+  // Expected: -z*log(sigmoid(x)) - (1-z)*log(1-sigmoid(x)) evaluated naively with Python's
+  // decimal module at 60 digits (so independent of the kernel's stable formula), rounded to
+  // float64. |x| = 100 would overflow or lose everything in the naive float formula.
+  const auto logits = values<T>({3, 4}, {-100, -3.5, -1, -0.25,  //
+                                         0, 0.25, 1, 3.5,        //
+                                         100, 100, -100, 2});
+  const auto labels = values<T>({3, 4}, {1, 0.3, 0, 1,     //
+                                         0.5, 0, 0.75, 1,  //
+                                         0, 1, 0, 0.2});
+  const auto want = values<T>(
+      {3, 4}, {100, static_cast<T>(1.0797504182726205), static_cast<T>(0.31326168751822281),
+               static_cast<T>(0.82593941987884356), static_cast<T>(0.69314718055994529),
+               static_cast<T>(0.82593941987884356), static_cast<T>(0.56326168751822281),
+               static_cast<T>(0.029750418272620566), 100, static_cast<T>(3.7200759760208361e-44),
+               static_cast<T>(3.7200759760208361e-44), static_cast<T>(1.7269280110429726)});
+  Graph g;
+  const Output loss = ops::sigmoid_cross_entropy_with_logits(constant(g, labels, "labels"),
+                                                             constant(g, logits, "logits"));
+  CHECK(loss.op().type() == "SigmoidCrossEntropyWithLogits");
+  CHECK(loss.op().name() == "logistic_loss");
+  CHECK(loss.dtype() == psflow::dtype_of<T>());
+  CHECK(loss.shape() == PartialShape::of({3, 4}));
+  Session sess(g);
+  const Tensor got = sess.run({loss})[0];
+  for (T v : got.values<T>()) CHECK(std::isfinite(v));
+  CHECK_TENSOR(got, want, 1e-5);
+
+  SECTION("placeholders with unknown dimensions take the known ones from each other") {
+    Graph h;
+    const Output lab = ops::placeholder(h, psflow::dtype_of<T>(), {-1, 4}, "labels");
+    const Output lg = ops::placeholder(h, psflow::dtype_of<T>(), {3, -1}, "logits");
+    const Output l = ops::sigmoid_cross_entropy_with_logits(lab, lg, "loss");
+    CHECK(l.op().name() == "loss");
+    CHECK(l.shape() == PartialShape::of({3, 4}));
+    Session s(h);
+    CHECK_TENSOR(s.run({l}, {{lab, Tensor(labels)}, {lg, Tensor(logits)}})[0], want, 1e-5);
+
+    SECTION("fed tensors of different shapes fail at run time") {
+      CHECK_THAT(invalid_argument_message([&] {
+                   s.run({l}, {{lab, Tensor(pattern<T>({2, 4}))}, {lg, Tensor(logits)}});
+                 }),
+                 Contains("'loss'") && Contains("[3,4]") && Contains("[2,4]"));
+    }
+  }
+
+  SECTION("a scalar and an empty tensor") {
+    Graph h;
+    const Output s0 = ops::sigmoid_cross_entropy_with_logits(constant(h, values<T>({}, {1})),
+                                                             constant(h, values<T>({}, {-2})));
+    const Output e =
+        ops::sigmoid_cross_entropy_with_logits(constant(h, xt::xarray<T>::from_shape({0, 3})),
+                                               constant(h, xt::xarray<T>::from_shape({0, 3})));
+    Session s(h);
+    const auto got2 = s.run({s0, e});
+    // -log(sigmoid(-2)) = 2 + log(1 + e^-2)
+    CHECK_TENSOR(got2[0], values<T>({}, {static_cast<T>(2.1269280110429726)}), 1e-5);
+    CHECK(got2[1].shape() == Shape{0, 3});
+  }
+}
+
+TEST_CASE("sigmoid cross-entropy shape and dtype mismatches fail at build time",
+          "[ops][inference]") {
+  Graph g;
+  const Output a = constant(g, pattern<float>({2, 3}), "a");
+  const Output row = constant(g, pattern<float>({3}), "row");
+  const Output d = constant(g, pattern<double>({2, 3}), "d");
+  const Output i = constant(g, pattern<std::int32_t>({2, 3}), "i");
+  const Output p = ops::placeholder(g, DType::float32, {-1, 4}, "p");
+  const auto before = g.num_nodes();
+  // No broadcasting, unlike the element-wise math ops: TF1 requires one shape.
+  CHECK_THAT(
+      invalid_argument_message([&] { ops::sigmoid_cross_entropy_with_logits(row, a); }),
+      Contains("'a:0' float32[2,3]") && Contains("'row:0' float32[3]") && Contains("same shape"));
+  CHECK_THAT(invalid_argument_message([&] { ops::sigmoid_cross_entropy_with_logits(p, a); }),
+             Contains("'p:0' float32[?,4]") && Contains("same shape"));
+  CHECK_THAT(invalid_argument_message([&] { ops::sigmoid_cross_entropy_with_logits(d, a); }),
+             Contains("'a:0' float32[2,3]") && Contains("'d:0' float64[2,3]"));
+  CHECK_THAT(invalid_argument_message([&] { ops::sigmoid_cross_entropy_with_logits(i, i); }),
+             Contains("'i:0' int32[2,3]"));
+  CHECK(g.num_nodes() == before);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Random ops
 
 namespace {

@@ -1,4 +1,5 @@
-// Neural-network ops: softmax cross-entropy (loss and its gradient in one kernel, as in TF).
+// Neural-network ops: softmax cross-entropy (loss and its gradient in one kernel, as in TF) and
+// sigmoid cross-entropy (one fused op where TF composes it from element-wise ops).
 // Kernels: runtime/kernels/nn_kernels.hpp.
 #pragma once
 
@@ -57,6 +58,24 @@ inline const bool nn_ops_registered = [] {
   return true;
 }();
 
+// Inputs (logits, labels) of one floating dtype and one shape (no broadcasting, as TF1 requires);
+// the loss has that shape too.
+inline std::vector<OutputSpec> infer_sigmoid_xent(const InferenceContext& ctx) {
+  expect_floating(ctx, 0);
+  ctx.expect_same_dtype(0, 1);
+  const auto& logits = ctx.input_shapes[0];
+  const auto& labels = ctx.input_shapes[1];
+  if (logits.known && labels.known) {
+    bool same = logits.dims.size() == labels.dims.size();
+    for (std::size_t i = 0; same && i < logits.dims.size(); ++i)
+      same = logits.dims[i] < 0 || labels.dims[i] < 0 || logits.dims[i] == labels.dims[i];
+    if (!same)
+      ctx.fail("logits and labels must have the same shape, got " + ctx.describe_input(0) +
+               " and " + ctx.describe_input(1) + ": reshape the labels to the logits' shape");
+  }
+  return {OutputSpec{ctx.input_dtypes[0], merge_shapes(logits, labels)}};
+}
+
 }  // namespace detail
 
 namespace ops {
@@ -69,6 +88,39 @@ inline Output softmax_cross_entropy_with_logits(Output labels, Output logits,
       .output(0);
 }
 
+// Element-wise logistic loss of `logits` x against `labels` z (probabilities in [0, 1]), as
+// TF1's tf.nn.sigmoid_cross_entropy_with_logits: z * -log(sigmoid(x)) + (1 - z) *
+// -log(1 - sigmoid(x)), computed as max(x, 0) - x * z + log(1 + exp(-|x|)) so that no large
+// |x| overflows. TF builds that formula from element-wise ops; psflow runs it as one op,
+// "SigmoidCrossEntropyWithLogits" (inputs logits, labels), with the gradient below. Both inputs
+// are float32 or float64 of one dtype and one shape. The node is named "logistic_loss" by default,
+// TF's name for it.
+inline Output sigmoid_cross_entropy_with_logits(Output labels, Output logits,
+                                                std::string_view name = "") {
+  return detail::build_op("SigmoidCrossEntropyWithLogits", {logits, labels}, {}, name,
+                          "logistic_loss")
+      .output(0);
+}
+
 }  // namespace ops
+
+namespace detail {
+
+// What TF's composed formula differentiates to: d/dx = sigmoid(x) - z and, for the labels (TF
+// gives them one too), d/dz = -x, each times the incoming gradient.
+inline Grads sigmoid_xent_grad(const Operation& op, const Grads& g) {
+  if (!g[0].valid()) return {Output{}, Output{}};
+  const Output logits = op.input(0), labels = op.input(1);
+  return {ops::mul(g[0], ops::sub(ops::sigmoid(logits), labels)), ops::neg(ops::mul(g[0], logits))};
+}
+
+inline const bool sigmoid_xent_registered = [] {
+  OpRegistry::global().add(
+      OpDef{.type = "SigmoidCrossEntropyWithLogits", .num_inputs = 2, .infer = infer_sigmoid_xent});
+  GradientRegistry::global().add("SigmoidCrossEntropyWithLogits", sigmoid_xent_grad);
+  return true;
+}();
+
+}  // namespace detail
 
 }  // namespace psflow

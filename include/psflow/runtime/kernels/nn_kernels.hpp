@@ -1,5 +1,7 @@
 // SoftmaxCrossEntropyWithLogits: per row, loss = logsumexp(logits) - sum(labels * logits)
 // (for labels summing to one) computed stably, and backprop = softmax(logits) - labels.
+// SigmoidCrossEntropyWithLogits: element-wise max(x, 0) - x * z + log1p(exp(-|x|)), TF's
+// overflow-free form of the logistic loss (exp only ever sees a non-positive argument).
 #pragma once
 
 #include <algorithm>
@@ -51,8 +53,34 @@ class SoftmaxCrossEntropyKernel : public OpKernel {
   }
 };
 
+class SigmoidCrossEntropyKernel : public OpKernel {
+ public:
+  explicit SigmoidCrossEntropyKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& logits = ctx.input(0);
+    const Tensor& labels = ctx.input(1);
+    if (logits.shape() != labels.shape() || logits.dtype() != labels.dtype())
+      throw InvalidArgument("node '" + ctx.name() +
+                            "' (SigmoidCrossEntropyWithLogits): logits and labels must have one "
+                            "shape and dtype, got " +
+                            logits.summary() + " and " + labels.summary() +
+                            ": feed labels shaped like the logits");
+    Tensor& loss = ctx.allocate_output(0, logits.dtype(), logits.shape());
+    visit_floating_dtype(logits.dtype(), "SigmoidCrossEntropyWithLogits", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = logits.data<T>();
+      const T* z = labels.data<T>();
+      T* out = loss.data<T>();
+      for (std::size_t i = 0, n = logits.size(); i < n; ++i)
+        out[i] = std::max(x[i], T(0)) - x[i] * z[i] + std::log1p(std::exp(-std::abs(x[i])));
+    });
+  }
+};
+
 inline const bool nn_kernels_registered =
     KernelRegistry::global().add<SoftmaxCrossEntropyKernel>("SoftmaxCrossEntropyWithLogits");
+inline const bool sigmoid_xent_kernel_registered =
+    KernelRegistry::global().add<SigmoidCrossEntropyKernel>("SigmoidCrossEntropyWithLogits");
 
 }  // namespace detail
 
