@@ -596,3 +596,48 @@ TEST_CASE(
   CHECK(worker.stop_job("ps") == 1);
   REQUIRE(cluster.ps[0]->wait_for(10s));
 }
+
+TEST_CASE("an embedding step over 2 ps tasks moves only rows, and --explain marks them sparse") {
+  Cluster cluster(2, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  Graph g;
+  PartitionedVariable emb;
+  Output ids, loss;
+  Operation train_op;
+  {
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
+    emb =
+        get_variable(g, "emb", {100000, 16}, constant_initializer(1.0), fixed_size_partitioner(2));
+    ids = ops::placeholder(g, DType::int64, {-1}, "ids");
+    loss = ops::reduce_sum(ops::embedding_lookup(emb, ids, "div"));  // id i is row i
+    train::GradientDescentOptimizer sgd(0.5);
+    train_op = sgd.minimize(loss);
+  }
+  CHECK(emb.partitions()[0].device() == "/job:ps/task:0");
+  CHECK(emb.partitions()[1].device() == "/job:ps/task:1");
+  Session sess(g, worker.target());
+  sess.run(global_variables_initializer(g));
+  const FeedMap feeds{{ids, Tensor::from_vector<std::int64_t>({7, 99998, 7, 12})}};
+  for (int i = 0; i < 2; ++i) sess.run({}, feeds, {train_op});
+  // Id 7 twice a step: 1 - 2 steps * 0.5 * 2; ids 99998 and 12 once: 1 - 2 * 0.5.
+  auto rows = sess.run({ops::gather(
+      emb.as_tensor(), ops::constant(g, Tensor::from_vector<std::int64_t>({7, 99998, 12, 0})))});
+  auto v = rows[0].values<float>();
+  CHECK(v[0] == -1.0f);
+  CHECK(v[16] == 0.0f);
+  CHECK(v[32] == 0.0f);
+  CHECK(v[48] == 1.0f);
+
+  auto plan = sess.describe({}, feeds, {train_op});
+  REQUIRE(plan);
+  std::size_t largest = 0;
+  for (const auto& t : plan->transfers)
+    if (t.shape.fully_defined()) largest = std::max<std::size_t>(largest, *t.shape.num_elements());
+  CHECK(largest < 1000);  // nothing table-sized (800k floats per shard) crosses a process
+  const std::string text = observe::explain(g, *plan);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("sparse: 64 bytes per row x the batch's distinct ids"));
+  CHECK_THAT(text, Catch::Contains("sparse transfer(s)"));
+  CHECK(worker.stop_job("ps") == 2);
+}
