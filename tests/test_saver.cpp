@@ -526,6 +526,18 @@ TEST_CASE("restoring a partitioned variable of another full shape or dtype is re
   }
 }
 
+TEST_CASE("a Saver refuses a plain variable named like the full name of shards") {
+  Graph g;
+  get_variable(g, "emb", {10, 4}, zeros_initializer(), fixed_size_partitioner(2));
+  try {
+    get_variable(g, "emb", {10, 4}, zeros_initializer());  // no op is named "emb" yet
+  } catch (const AlreadyExists&) {
+    return;  // get_variable reserves the full name itself: nothing left for the Saver to catch
+  }
+  CHECK_THROWS_AS(train::Saver(g), InvalidArgument);
+  CHECK_THROWS_WITH(train::Saver(g), Catch::Contains("'emb'") && Catch::Contains("emb/part_0"));
+}
+
 TEST_CASE("slices that do not cover a shard are NotFound naming the missing rows") {
   TempDir dir("saver");
   const auto file = dir.file("partial.psflow");
