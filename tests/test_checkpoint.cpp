@@ -69,6 +69,10 @@ struct RawRecord {
   std::vector<std::uint64_t> dims;
   std::uint64_t nbytes = 0;
   std::string data;
+  // In a sliced file (flags 1): kind 0 whole, 1 a slice with these full dims and offsets.
+  std::uint32_t slice_kind = 0;
+  std::vector<std::uint64_t> full_dims = {};
+  std::vector<std::uint64_t> offsets = {};
 };
 
 void put32(std::string& s, std::uint32_t v) {
@@ -82,10 +86,11 @@ std::uint32_t crc(const std::string& s, std::uint32_t init = 0) {
       ::crc32(init, reinterpret_cast<const Bytef*>(s.data()), static_cast<uInt>(s.size())));
 }
 
-std::string craft(const std::vector<RawRecord>& records, std::optional<std::uint64_t> count = {}) {
+std::string craft(const std::vector<RawRecord>& records, std::optional<std::uint64_t> count = {},
+                  std::uint32_t flags = 0) {
   std::string header = "PSFLOWCK";
   put32(header, 1);
-  put32(header, 0);
+  put32(header, flags);
   put64(header, count.value_or(records.size()));
   std::string out = header;
   std::uint32_t index = crc(header);
@@ -96,6 +101,11 @@ std::string craft(const std::vector<RawRecord>& records, std::optional<std::uint
     put32(meta, r.dtype);
     put32(meta, static_cast<std::uint32_t>(r.dims.size()));
     for (auto d : r.dims) put64(meta, d);
+    if (flags & 1) {
+      put32(meta, r.slice_kind);
+      for (auto d : r.full_dims) put64(meta, d);
+      for (auto o : r.offsets) put64(meta, o);
+    }
     put64(meta, r.nbytes);
     put32(meta, crc(r.data));
     put32(meta, crc(meta));
@@ -307,4 +317,114 @@ TEST_CASE("a failed write is a typed error and leaves no file behind") {
   REQUIRE(kept.size() == 1);
   CHECK(kept[0].second.scalar<float>() == 1.0f);
   CHECK(dir.entries().size() == 2);
+}
+
+// A row-sliced [3, 2] float tensor "t" (rows 0:1 and 1:3) and a whole int32 scalar "n".
+train::CheckpointEntries sliced_entries() {
+  return {
+      {"t", Tensor::from_vector<float>({1, 2}, {1, 2}), train::CheckpointSlice{{3, 2}, {0, 0}}},
+      {"n", Tensor(std::int32_t{7}), std::nullopt},
+      {"t", Tensor::from_vector<float>({3, 4, 5, 6}, {2, 2}),
+       train::CheckpointSlice{{3, 2}, {1, 0}}},
+  };
+}
+
+std::string float_bytes(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+}
+
+TEST_CASE("slices round-trip, follow the documented layout and read back assembled") {
+  TempDir dir("checkpoint");
+  const auto path = dir.file("sliced.psflow");
+  const auto entries = sliced_entries();
+  train::write_checkpoint_entries(path, entries);
+
+  const auto got = train::read_checkpoint_entries(path);
+  REQUIRE(got.size() == entries.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("entry " << i);
+    CHECK(got[i].name == entries[i].name);
+    CHECK(got[i].tensor.equals(entries[i].tensor));
+    CHECK(got[i].slice == entries[i].slice);
+  }
+
+  // Flags 1, and every record has its slice kind (then full dims and offsets for a slice).
+  const std::string n_data("\x07\0\0\0", 4);
+  CHECK(read_bytes(path) ==
+        craft({RawRecord{"t", 1, {1, 2}, 8, float_bytes({1, 2}), 1, {3, 2}, {0, 0}},
+               RawRecord{"n", 3, {}, 4, n_data, 0},
+               RawRecord{"t", 1, {2, 2}, 16, float_bytes({3, 4, 5, 6}), 1, {3, 2}, {1, 0}}},
+              {}, 1));
+
+  // The whole-tensor view assembles "t" at its first slice's place.
+  const auto whole = train::read_checkpoint(path);
+  REQUIRE(whole.size() == 2);
+  CHECK(whole[0].first == "t");
+  CHECK(whole[0].second.equals(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2})));
+  CHECK(whole[1].first == "n");
+  CHECK(whole[1].second.scalar<std::int32_t>() == 7);
+
+  // Without slices the file is the one write_checkpoint writes (flags 0, no slice fields).
+  train::write_checkpoint_entries(path, {{"ab", Tensor::from_vector<std::int32_t>({7, 8}), {}}});
+  CHECK(read_bytes(path) ==
+        craft({RawRecord{"ab", 3, {2}, 8, std::string("\x07\0\0\0\x08\0\0\0", 8)}}));
+}
+
+TEST_CASE("slices that overlap, disagree or leave their full shape are refused on write") {
+  TempDir dir("checkpoint");
+  const auto path = dir.file("bad.psflow");
+  const Tensor rows2 = Tensor::filled(1.0f, {2, 2});
+  auto write = [&](train::CheckpointEntries entries) {
+    train::write_checkpoint_entries(path, entries);
+  };
+  using S = train::CheckpointSlice;
+  CHECK_THROWS_WITH(write({{"t", rows2, S{{3, 2}, {0, 0}}}, {"t", rows2, S{{3, 2}, {1, 0}}}}),
+                    Catch::Contains("overlaps") && Catch::Contains("[0:2, 0:2]") &&
+                        Catch::Contains("[1:3, 0:2]"));
+  CHECK_THROWS_WITH(write({{"t", rows2, S{{3, 2}, {2, 0}}}}), Catch::Contains("reaches past"));
+  CHECK_THROWS_WITH(write({{"t", rows2, S{{4, 2}, {0, 0}}}, {"t", rows2, S{{5, 2}, {2, 0}}}}),
+                    Catch::Contains("disagree"));
+  CHECK_THROWS_WITH(write({{"t", rows2, S{{4, 2}, {0, 0}}},
+                           {"t", Tensor::filled(1.0, {2, 2}), S{{4, 2}, {2, 0}}}}),
+                    Catch::Contains("disagree") && Catch::Contains("float64"));
+  CHECK_THROWS_WITH(write({{"t", rows2, S{{4, 2}, {0, 0}}}, {"t", rows2, std::nullopt}}),
+                    Catch::Contains("both whole and as slices"));
+  CHECK_THROWS_WITH(write({{"t", rows2, S{{4}, {0}}}}), Catch::Contains("rank"));
+  CHECK_THROWS_AS(write({{"t", rows2, S{{4, 2}, {0, 0}}}, {"t", rows2, S{{4, 2}, {0, 0}}}}),
+                  InvalidArgument);
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("a sliced file that lies about its slices is DataLoss, a gap is NotFound") {
+  TempDir dir("checkpoint");
+  const auto path = dir.file("x.psflow");
+  const std::string two = float_bytes({1, 2});
+  write_bytes(path, craft({RawRecord{"t", 1, {1, 2}, 8, two, 1, {3, 2}, {0, 0}},
+                           RawRecord{"t", 1, {1, 2}, 8, two, 1, {3, 2}, {0, 0}}},
+                          {}, 1));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("overlaps") && Catch::Contains(path));
+  write_bytes(path, craft({RawRecord{"t", 1, {1, 2}, 8, two, 1, {3, 2}, {3, 0}}}, {}, 1));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("reaches past the full shape"));
+  write_bytes(path, craft({RawRecord{"t", 1, {1, 2}, 8, two, 2}}, {}, 1));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("unknown slice kind 2"));
+  write_bytes(path, craft({}, {}, 2));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("unknown flags 0x00000002"));
+
+  // Valid slices that leave rows 1:3 out: the entries read, the whole tensor cannot be built.
+  write_bytes(path, craft({RawRecord{"t", 1, {1, 2}, 8, two, 1, {3, 2}, {0, 0}}}, {}, 1));
+  CHECK(train::read_checkpoint_entries(path).size() == 1);
+  CHECK_THROWS_AS(train::read_checkpoint(path), NotFound);
+  CHECK_THROWS_WITH(train::read_checkpoint(path),
+                    Catch::Contains("'t'") && Catch::Contains("[1:3, 0:2]"));
+
+  // A flipped byte anywhere in a sliced file is still DataLoss.
+  train::write_checkpoint_entries(path, sliced_entries());
+  const std::string bytes = read_bytes(path);
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    INFO("flipped byte " << i << " of " << bytes.size());
+    std::string copy = bytes;
+    copy[i] = static_cast<char>(copy[i] ^ 0x5a);
+    write_bytes(path, copy);
+    CHECK_THAT(data_loss_message(path), Catch::Contains(path));
+  }
 }

@@ -342,6 +342,58 @@ TEST_CASE("a corrupt checkpoint in the logdir gives DataLoss naming the file") {
   worker.stop_job("ps");
 }
 
+TEST_CASE("a partitioned table and its slots trained on 2 ps tasks restore into 2 shards") {
+  // Shards and Adagrad slots live on the ps tasks; the client saves them as slices of "emb" and
+  // "emb/Adagrad" and, on a fresh cluster, restores them into another shard count.
+  struct Model {
+    Graph g;
+    PartitionedVariable emb;
+    train::AdagradOptimizer opt{0.1};
+    Operation train_op;
+    std::unique_ptr<train::Saver> saver;
+    Model(const ClusterSpec& spec, std::size_t shards, Initializer init) {
+      auto placement = g.device(
+          train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = spec}));
+      emb = get_variable(g, "emb", {10, 4}, init, fixed_size_partitioner(shards));
+      auto ids = ops::constant(g, Tensor::from_vector<std::int64_t>({1, 4, 7, 9, 4}));
+      train_op = opt.minimize(ops::reduce_sum(ops::square(ops::embedding_lookup(emb, ids, "div"))));
+      saver = std::make_unique<train::Saver>(g);
+    }
+    std::vector<Output> values() {
+      std::vector<Output> accumulators;
+      for (const auto& shard : emb.partitions())
+        accumulators.push_back(opt.get_slot(shard, "accumulator")->value());
+      return {emb.as_tensor(), ops::concat(accumulators, 0)};
+    }
+  };
+  TempDir dir("partitioned");
+  std::string path;
+  std::vector<Tensor> want;
+  {
+    Cluster cluster(2, 1);
+    Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+    Model m(cluster.spec(), 3, random_normal_initializer(0, 1, 9));
+    const auto parts = m.emb.partitions();
+    CHECK(parts[0].device() == "/job:ps/task:0");
+    CHECK(parts[1].device() == "/job:ps/task:1");
+    Session sess(m.g, worker.target());
+    sess.run(global_variables_initializer(m.g));
+    for (int i = 0; i < 2; ++i) sess.run(m.train_op);
+    want = sess.run(m.values());
+    path = m.saver->save(sess, dir.file("model.ckpt"));
+    worker.stop_job("ps");
+  }
+  Cluster cluster(2, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  Model m(cluster.spec(), 2, zeros_initializer());
+  Session sess(m.g, worker.target());
+  m.saver->restore(sess, path);
+  const auto got = sess.run(m.values());
+  CHECK(got[0].equals(want[0]));
+  CHECK(got[1].equals(want[1]));
+  worker.stop_job("ps");
+}
+
 TEST_CASE("the add/mul/div demo: ps and worker processes print the seed's output, then restore") {
   if (std::string(PSFLOW_DEMO_BINARY).empty())
     FAIL("configure with PSFLOW_BUILD_EXAMPLES=ON to run the demo test");

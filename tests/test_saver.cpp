@@ -1,6 +1,7 @@
 // Saver, latest_checkpoint, IsVariableInitialized and Supervisor, through in-process Sessions:
 // values survive a save/restore, checkpoints are numbered and pruned, corrupt files never
-// change a variable, and a Supervisor restores instead of initializing when it can.
+// change a variable, partitioned variables (and their optimizer slots) restore into another
+// shard count, and a Supervisor restores instead of initializing when it can.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -16,7 +17,9 @@
 #include "psflow/graph/state_ops.hpp"
 #include "psflow/runtime.hpp"
 #include "psflow/runtime/kernels/state_kernels.hpp"
+#include "psflow/train/adagrad.hpp"
 #include "psflow/train/checkpoint_file.hpp"
+#include "psflow/train/global_step.hpp"
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"
 #include "support/files.hpp"
@@ -52,6 +55,61 @@ struct Model {
     sess.run({v.assign(ops::constant(g, value))});
   }
 };
+
+// An embedding table "emb" of [10, 4] (rows split over `shards` shards, or one plain variable
+// when shards is 0) and a plain variable "bias" beside it.
+struct Table {
+  static constexpr std::size_t kRows = 10, kDim = 4;
+  Graph g;
+  PartitionedVariable emb;
+  Variable whole, bias;
+  Output value;  // the whole table
+  Table(std::size_t shards, Initializer init) {
+    if (shards == 0) {
+      whole = get_variable(g, "emb", {kRows, kDim}, init);
+      value = whole.value();
+    } else {
+      emb = get_variable(g, "emb", {kRows, kDim}, init, fixed_size_partitioner(shards));
+      value = emb.as_tensor();
+    }
+    bias = get_variable(g, "bias", {kDim}, constant_initializer(0.5));
+  }
+  Tensor get(Session& sess) { return sess.run({value})[0]; }
+  // Adds `amount` to rows `rows` of shard `shard` (of the plain variable when unpartitioned).
+  void scatter_add(Session& sess, std::size_t shard, const std::vector<std::int64_t>& rows,
+                   float amount) {
+    const Variable target = emb.valid() ? emb.partitions()[shard] : whole;
+    auto updates = Tensor::filled(amount, {rows.size(), kDim});
+    sess.run({ops::scatter_add(target, ops::constant(g, Tensor::from_vector(rows)),
+                               ops::constant(g, updates))});
+  }
+};
+
+// A seeded random table changed by sparse updates, so its values are not the initializer's.
+Tensor trained_table(Table& t, Session& sess) {
+  sess.run(global_variables_initializer(t.g));
+  const Tensor initial = t.get(sess);
+  if (t.emb.valid()) {
+    t.scatter_add(sess, 0, {1, 3}, 2.5f);
+    t.scatter_add(sess, t.emb.num_partitions() - 1, {0, 0}, -1.25f);
+  } else {
+    t.scatter_add(sess, 0, {1, 3, 7, 7}, 2.5f);
+  }
+  const Tensor trained = t.get(sess);
+  CHECK_FALSE(trained.equals(initial));
+  return trained;
+}
+
+// Every element equal (bit for bit: restoring copies values, it never computes them).
+void check_equal(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.shape() == want.shape());
+  const auto g = got.values<float>();
+  const auto w = want.values<float>();
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    INFO("element " << i);
+    CHECK(g[i] == w[i]);
+  }
+}
 
 bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -290,6 +348,236 @@ TEST_CASE("save fails cleanly on an uninitialized variable or a missing director
   sess.run(global_variables_initializer(m.g));
   CHECK_THROWS_AS(saver.save(sess, dir.file("missing/model.ckpt"), 1), NotFound);
   CHECK(fs::is_empty(dir.path()));
+}
+
+TEST_CASE("a 3-shard table restores into 2 shards, 4 shards and one unpartitioned variable") {
+  TempDir dir("saver");
+  Tensor want;
+  std::string path;
+  {
+    Table t(3, random_normal_initializer(0, 1, 11));
+    train::Saver saver(t.g);
+    Session sess(t.g);
+    want = trained_table(t, sess);
+    path = saver.save(sess, dir.file("model.ckpt"), 3);
+  }
+  // The file holds "emb" as three slices of [10,4] (rows 0:4, 4:7, 7:10) and "bias" whole.
+  const auto entries = train::read_checkpoint_entries(train::checkpoint_file_path(path));
+  REQUIRE(entries.size() == 4);
+  const std::vector<std::size_t> row_offsets = {0, 4, 7};
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(entries[i].name == "emb");
+    REQUIRE(entries[i].slice);
+    CHECK(entries[i].slice->full_shape == Shape{10, 4});
+    CHECK(entries[i].slice->offset == std::vector<std::size_t>{row_offsets[i], 0});
+  }
+  CHECK(entries[3].name == "bias");
+  CHECK_FALSE(entries[3].slice);
+  const auto tensors = train::read_checkpoint(train::checkpoint_file_path(path));
+  REQUIRE(tensors.size() == 2);
+  CHECK(tensors[0].first == "emb");
+  check_equal(tensors[0].second, want);
+
+  for (std::size_t shards : {2, 4, 0}) {
+    INFO(shards << " shards (0: unpartitioned)");
+    Table t(shards, zeros_initializer());
+    train::Saver saver(t.g);
+    Session sess(t.g);
+    saver.restore(sess, path);
+    check_equal(t.get(sess), want);
+    CHECK(sess.run({t.bias.value()})[0].equals(Tensor::filled(0.5f, {4})));
+  }
+}
+
+TEST_CASE("an unpartitioned checkpoint restores into 3 shards") {
+  TempDir dir("saver");
+  Tensor want;
+  std::string path;
+  {
+    Table t(0, glorot_uniform_initializer(5));
+    train::Saver saver(t.g);
+    Session sess(t.g);
+    want = trained_table(t, sess);
+    path = saver.save(sess, dir.file("model.ckpt"));
+  }
+  const auto entries = train::read_checkpoint_entries(train::checkpoint_file_path(path));
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0].name == "emb");
+  CHECK_FALSE(entries[0].slice);  // saved exactly as before partitioned variables existed
+
+  Table t(3, zeros_initializer());
+  train::Saver saver(t.g);
+  Session sess(t.g);
+  saver.restore(sess, path);
+  check_equal(t.get(sess), want);
+  // Each shard got its own rows.
+  const auto parts = t.emb.partitions();
+  check_equal(sess.run({parts[1].value()})[0],
+              Tensor::from_vector(std::vector<float>(want.values<float>().begin() + 4 * 4,
+                                                     want.values<float>().begin() + 7 * 4),
+                                  {3, 4}));
+}
+
+TEST_CASE(
+    "Adagrad slots of a partitioned embedding are saved as slices and restore into 2 shards") {
+  // Sparse training through embedding_lookup ("div": ids map to the same rows whatever the
+  // shard count, so training can carry on after re-sharding).
+  struct Model {
+    Graph g;
+    PartitionedVariable emb;
+    Variable step;
+    train::AdagradOptimizer opt{0.1};
+    Operation train_op;
+    explicit Model(std::size_t shards, Initializer init) {
+      emb = get_variable(g, "emb", {10, 4}, init, fixed_size_partitioner(shards));
+      step = train::get_or_create_global_step(g);
+      auto ids = ops::constant(g, Tensor::from_vector<std::int64_t>({1, 4, 7, 9, 4, 0}));
+      auto loss = ops::reduce_sum(ops::square(ops::embedding_lookup(emb, ids, "div")));
+      train_op = opt.minimize(loss, step);
+    }
+    Output accumulators() {
+      std::vector<Output> parts;
+      for (const auto& shard : emb.partitions())
+        parts.push_back(opt.get_slot(shard, "accumulator")->value());
+      return ops::concat(parts, 0);
+    }
+  };
+
+  TempDir dir("saver");
+  Model trained(3, random_normal_initializer(0, 1, 3));
+  train::Saver saver(trained.g);
+  Session sess(trained.g);
+  sess.run(global_variables_initializer(trained.g));
+  for (int i = 0; i < 3; ++i) sess.run(trained.train_op);
+  const Output accumulators = trained.accumulators();
+  const auto want = sess.run({trained.emb.as_tensor(), accumulators});
+  // Rows the batch never looked up keep the initial accumulator: the updates were sparse.
+  CHECK(want[1].values<float>()[2 * 4] == 0.1f);
+  CHECK(want[1].values<float>()[1 * 4] > 0.1f);
+  const std::string path = saver.save(sess, dir.file("model.ckpt"), 3);
+
+  std::vector<std::string> names;
+  for (const auto& e : train::read_checkpoint_entries(train::checkpoint_file_path(path)))
+    if (std::find(names.begin(), names.end(), e.name) == names.end()) names.push_back(e.name);
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"emb", "emb/Adagrad", "global_step"});
+
+  Model restored(2, zeros_initializer());
+  train::Saver restorer(restored.g);
+  Session fresh(restored.g);
+  restorer.restore(fresh, path);
+  const Output restored_accumulators = restored.accumulators();
+  const auto got = fresh.run({restored.emb.as_tensor(), restored_accumulators});
+  check_equal(got[0], want[0]);
+  check_equal(got[1], want[1]);
+  CHECK(fresh.run({restored.step.value()})[0].scalar<std::int64_t>() == 3);
+
+  // Training carries on as it would have without the re-sharding.
+  sess.run(trained.train_op);
+  fresh.run(restored.train_op);
+  const Tensor next = sess.run({trained.emb.as_tensor()})[0];
+  const Tensor resharded = fresh.run({restored.emb.as_tensor()})[0];
+  for (std::size_t i = 0; i < next.size(); ++i)
+    CHECK(resharded.values<float>()[i] == Approx(next.values<float>()[i]).epsilon(1e-6));
+}
+
+TEST_CASE("restoring a partitioned variable of another full shape or dtype is refused") {
+  TempDir dir("saver");
+  std::string path;
+  {
+    Table t(3, random_normal_initializer(0, 1, 11));
+    train::Saver saver(t.g);
+    Session sess(t.g);
+    trained_table(t, sess);
+    path = saver.save(sess, dir.file("model.ckpt"));
+  }
+  {
+    Graph g;
+    auto emb = get_variable(g, "emb", {12, 4}, zeros_initializer(), fixed_size_partitioner(2));
+    get_variable(g, "bias", {4}, constant_initializer(0.5));
+    train::Saver saver(g);
+    Session sess(g);
+    sess.run(global_variables_initializer(g));
+    CHECK_THROWS_AS(saver.restore(sess, path), InvalidArgument);
+    CHECK_THROWS_WITH(saver.restore(sess, path),
+                      Catch::Contains("'emb'") && Catch::Contains("float32[10,4]") &&
+                          Catch::Contains("float32[12,4]") && Catch::Contains("emb/part_0"));
+    // Nothing was assigned: bias keeps its value too.
+    CHECK(sess.run({emb.as_tensor()})[0].equals(Tensor::filled(0.0f, {12, 4})));
+  }
+  {
+    Graph g;
+    get_variable(g, "emb", {10, 4}, zeros_initializer(), fixed_size_partitioner(2), DType::float64);
+    get_variable(g, "bias", {4}, constant_initializer(0.5));
+    train::Saver saver(g);
+    Session sess(g);
+    CHECK_THROWS_WITH(saver.restore(sess, path),
+                      Catch::Contains("float32[10,4]") && Catch::Contains("float64[10,4]"));
+  }
+  {  // An unpartitioned variable of another shape.
+    Graph g;
+    get_variable(g, "emb", {10, 5}, zeros_initializer());
+    get_variable(g, "bias", {4}, constant_initializer(0.5));
+    train::Saver saver(g);
+    Session sess(g);
+    CHECK_THROWS_WITH(saver.restore(sess, path), Catch::Contains("'emb'") &&
+                                                     Catch::Contains("float32[10,4]") &&
+                                                     Catch::Contains("float32[10,5]"));
+  }
+}
+
+TEST_CASE("a Saver refuses a plain variable named like the full name of shards") {
+  Graph g;
+  get_variable(g, "emb", {10, 4}, zeros_initializer(), fixed_size_partitioner(2));
+  try {
+    get_variable(g, "emb", {10, 4}, zeros_initializer());  // no op is named "emb" yet
+  } catch (const AlreadyExists&) {
+    return;  // get_variable reserves the full name itself: nothing left for the Saver to catch
+  }
+  CHECK_THROWS_AS(train::Saver(g), InvalidArgument);
+  CHECK_THROWS_WITH(train::Saver(g), Catch::Contains("'emb'") && Catch::Contains("emb/part_0"));
+}
+
+TEST_CASE("slices that do not cover a shard are NotFound naming the missing rows") {
+  TempDir dir("saver");
+  const auto file = dir.file("partial.psflow");
+  // Rows 0:4 and 7:10 of "emb" only: rows 4:7 are missing.
+  train::write_checkpoint_entries(
+      file, {{"emb", Tensor::filled(1.0f, {4, 4}), train::CheckpointSlice{{10, 4}, {0, 0}}},
+             {"emb", Tensor::filled(3.0f, {3, 4}), train::CheckpointSlice{{10, 4}, {7, 0}}},
+             {"bias", Tensor::filled(2.0f, {4}), std::nullopt}});
+  Table t(2, zeros_initializer());
+  train::Saver saver(t.g);
+  Session sess(t.g);
+  sess.run(global_variables_initializer(t.g));
+  CHECK_THROWS_AS(saver.restore(sess, file), NotFound);
+  CHECK_THROWS_WITH(saver.restore(sess, file), Catch::Contains("emb/part_0") &&
+                                                   Catch::Contains("[4:5, 0:4]") &&
+                                                   Catch::Contains(file));
+  CHECK(t.get(sess).equals(Tensor::filled(0.0f, {10, 4})));
+  CHECK(sess.run({t.bias.value()})[0].equals(Tensor::filled(0.5f, {4})));
+  CHECK_THROWS_WITH(train::read_checkpoint(file), Catch::Contains("[4:7, 0:4]"));
+
+  // A checkpoint without "emb" at all names the full name it looked for.
+  train::write_checkpoint(dir.file("other.psflow"), {{"bias", Tensor::filled(2.0f, {4})}});
+  CHECK_THROWS_AS(saver.restore(sess, dir.file("other.psflow")), NotFound);
+  CHECK_THROWS_WITH(saver.restore(sess, dir.file("other.psflow")),
+                    Catch::Contains("emb/part_0") && Catch::Contains("under 'emb'"));
+}
+
+TEST_CASE("saving into a directory that does not exist is NotFound naming it") {
+  TempDir dir("saver");
+  Table t(3, zeros_initializer());
+  train::Saver saver(t.g);
+  Session sess(t.g);
+  sess.run(global_variables_initializer(t.g));
+  const std::string missing = dir.file("not/yet");
+  CHECK_THROWS_AS(saver.save(sess, missing + "/model.ckpt", 1), NotFound);
+  CHECK_THROWS_WITH(saver.save(sess, missing + "/model.ckpt", 1),
+                    Catch::Contains("'" + missing + "'") && Catch::Contains("create it"));
+  CHECK(fs::is_empty(dir.path()));
+  fs::create_directories(missing);
+  CHECK(saver.save(sess, missing + "/model.ckpt", 1) == missing + "/model.ckpt-1");
 }
 
 TEST_CASE("Supervisor chief: initializes, saves at once and at stop, a restart restores") {

@@ -4,11 +4,15 @@
 // a typed error naming the file and what is wrong with it.
 //
 // Layout, every integer little-endian:
-//   header   "PSFLOWCK"  u32 format version (1)  u32 flags (0)  u64 tensor count
+//   header   "PSFLOWCK"  u32 format version (1)  u32 flags  u64 tensor count
+//            flags: 0, or 1 ("sliced") when records may hold slices (see below)
 //   record, once per tensor:
 //            u32 name length (1..65535)  name bytes
 //            u32 dtype, TF's DataType numbers: 1 float32, 2 float64, 3 int32, 9 int64, 10 bool
-//            u32 rank (0..64)  u64 dimension x rank
+//            u32 rank (0..64)  u64 dimension x rank  (the shape of the data that follows)
+//            only in a sliced file:
+//              u32 slice kind: 0 the record is the whole tensor, 1 it is a slice, then:
+//              u64 full dimension x rank  u64 offset x rank
 //            u64 byte count (must equal elements x dtype size)
 //            u32 CRC32 of the data bytes
 //            u32 CRC32 of this record's metadata (name length .. data CRC)
@@ -16,6 +20,16 @@
 //   trailer  u32 CRC32 of the index (every byte before the trailer except the data bytes)
 //            "PSFLWEND"
 // CRC32 is zlib's crc32. The whole file must end right after the trailer.
+//
+// Slices (TF's save-slice information; how a Saver stores the shards of a partitioned variable):
+// a slice record holds the block of tensor `name` (of the full shape) that starts at `offset`
+// and spans `dimension` along each axis, its data that block alone, row-major. A name then has
+// one record per slice: all of one dtype and full shape, each inside the full shape, none
+// overlapping another, and no whole record of that name beside them. The slices need not cover
+// the whole tensor; a reader asking for a block they do not cover gets NotFound. A file without
+// slices is written with flags 0 and no slice fields, byte for byte as before slices existed, so
+// files written before them read as they always did; a psflow that predates slices refuses a
+// sliced file ("unknown flags 0x00000001") instead of misreading it.
 //
 // Contract: write_checkpoint/read_checkpoint block on file I/O and keep no shared state, so
 // they may run on any thread. A write goes to a temporary file in the target's directory,
@@ -36,6 +50,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -51,6 +66,23 @@ namespace psflow::train {
 
 using CheckpointTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// Where a stored tensor lies in the tensor it is a slice of: the block that starts at `offset`
+// (one entry per axis) in a tensor of `full_shape`; the block's lengths are the stored tensor's
+// shape. What a variable's SaveSliceInfo says about a shard.
+struct CheckpointSlice {
+  Shape full_shape;
+  std::vector<std::size_t> offset;
+  bool operator==(const CheckpointSlice&) const = default;
+};
+
+// One record of a checkpoint: the whole tensor `name`, or (with `slice`) a block of it.
+struct CheckpointEntry {
+  std::string name;
+  Tensor tensor;
+  std::optional<CheckpointSlice> slice;
+};
+using CheckpointEntries = std::vector<CheckpointEntry>;
+
 // Writes `tensors` (names unique and non-empty, tensors non-empty) to `path` atomically,
 // replacing any file there. Throws InvalidArgument for bad input (nothing is written),
 // NotFound when the directory does not exist, FailedPrecondition when it cannot be written
@@ -58,12 +90,23 @@ using CheckpointTensors = std::vector<std::pair<std::string, Tensor>>;
 // partial file.
 inline void write_checkpoint(std::string_view path, const CheckpointTensors& tensors);
 
-// Reads and fully validates the checkpoint at `path`; returns its tensors in file order.
-// Throws NotFound naming the file when it does not exist, InvalidArgument when it is a
+// The same for records that may be slices: a name may then appear once per slice (the rules are
+// in the file comment; InvalidArgument naming the name and the slices when they are broken).
+// Without any slice the file is the one write_checkpoint writes.
+inline void write_checkpoint_entries(std::string_view path, const CheckpointEntries& entries);
+
+// Reads and fully validates the checkpoint at `path`; returns its tensors in file order, a
+// sliced tensor assembled whole from its slices (at its first slice's place).
+// Throws NotFound naming the file when it does not exist, or naming the tensor and the missing
+// range when the slices of a tensor do not cover it; InvalidArgument when it is a
 // directory, DataLoss naming the file and the problem when it is not a valid checkpoint
 // (bad magic or version, a truncated file, a size larger than the rest of the file, an unknown
-// dtype, a shape that does not match its byte count, a bad checksum, trailing bytes).
+// dtype, a shape that does not match its byte count, a bad checksum, trailing bytes, slices
+// that overlap, disagree or reach past their full shape).
 inline CheckpointTensors read_checkpoint(std::string_view path);
+
+// Reads and validates like read_checkpoint; returns every record as stored, slices as slices.
+inline CheckpointEntries read_checkpoint_entries(std::string_view path);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -332,44 +375,302 @@ inline std::string hex32(std::uint32_t v) {
   return out;
 }
 
+// Flag bit of a file whose records carry a slice field.
+inline constexpr std::uint32_t kCheckpointFlagSliced = 1;
+
+// "[0:5, 0:4]": the block at `offset` spanning `lengths`, Python's slice notation.
+inline std::string block_string(const std::vector<std::size_t>& offset, const Shape& lengths) {
+  std::string out = "[";
+  for (std::size_t d = 0; d < lengths.size(); ++d)
+    out +=
+        (d ? ", " : "") + std::to_string(offset[d]) + ":" + std::to_string(offset[d] + lengths[d]);
+  return out + "]";
+}
+
+// "slice [0:5, 0:4] of 'emb' float32[10,4]" or "tensor 'w' float32[2,2]", for messages.
+inline std::string entry_string(const CheckpointEntry& e) {
+  const std::string type = std::string(dtype_name(e.tensor.dtype()));
+  if (!e.slice) return "tensor '" + e.name + "' " + type + shape_string(e.tensor.shape());
+  return "slice " + block_string(e.slice->offset, e.tensor.shape()) + " of '" + e.name + "' " +
+         type + shape_string(e.slice->full_shape);
+}
+
+inline std::vector<std::size_t> entry_offset(const CheckpointEntry& e) {
+  return e.slice ? e.slice->offset : std::vector<std::size_t>(e.tensor.rank(), 0);
+}
+
+// Elements in the intersection of two blocks (0 when they do not meet).
+inline std::size_t overlap_elements(const std::vector<std::size_t>& a_offset, const Shape& a_shape,
+                                    const std::vector<std::size_t>& b_offset,
+                                    const Shape& b_shape) {
+  std::size_t count = 1;
+  for (std::size_t d = 0; d < a_shape.size(); ++d) {
+    const std::size_t lo = std::max(a_offset[d], b_offset[d]);
+    const std::size_t hi = std::min(a_offset[d] + a_shape[d], b_offset[d] + b_shape[d]);
+    if (lo >= hi) return 0;
+    count *= hi - lo;
+  }
+  return count;
+}
+
+// Checks the rules of the file comment for `entries` beyond each record's own fields: a slice
+// inside its full shape, one record per whole name, slices of a name agreeing and disjoint.
+// Returns what is wrong ("" when nothing is).
+inline std::string check_entries(const CheckpointEntries& entries) {
+  std::map<std::string_view, std::vector<const CheckpointEntry*>> by_name;
+  for (const auto& e : entries) {
+    if (e.slice) {
+      const auto& s = *e.slice;
+      if (s.full_shape.size() != e.tensor.rank() || s.offset.size() != e.tensor.rank())
+        return "the slice of '" + e.name + "' has a full shape of rank " +
+               std::to_string(s.full_shape.size()) + " and " + std::to_string(s.offset.size()) +
+               " offsets for data of rank " + std::to_string(e.tensor.rank()) +
+               " (all three must agree)";
+      for (std::size_t d = 0; d < s.full_shape.size(); ++d)
+        if (s.offset[d] > s.full_shape[d] || e.tensor.shape()[d] > s.full_shape[d] - s.offset[d])
+          return entry_string(e) + " reaches past the full shape along axis " + std::to_string(d);
+    }
+    by_name[e.name].push_back(&e);
+  }
+  for (const auto& [name, parts] : by_name) {
+    if (parts.size() < 2) continue;
+    const bool sliced = std::all_of(parts.begin(), parts.end(),
+                                    [](const CheckpointEntry* e) { return e->slice.has_value(); });
+    if (!sliced) {
+      const bool any_slice = std::any_of(parts.begin(), parts.end(), [](const CheckpointEntry* e) {
+        return e->slice.has_value();
+      });
+      if (!any_slice) return "tensor name '" + std::string(name) + "' appears twice";
+      return "'" + std::string(name) +
+             "' is stored both whole and as slices (give one or the other)";
+    }
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+      const CheckpointEntry& a = *parts[0];
+      const CheckpointEntry& b = *parts[i];
+      if (a.tensor.dtype() != b.tensor.dtype() || a.slice->full_shape != b.slice->full_shape)
+        return "the slices of '" + std::string(name) + "' disagree: " + entry_string(a) + " and " +
+               entry_string(b) + " (every slice of a tensor has its dtype and full shape)";
+    }
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      for (std::size_t j = i + 1; j < parts.size(); ++j)
+        if (overlap_elements(parts[i]->slice->offset, parts[i]->tensor.shape(),
+                             parts[j]->slice->offset, parts[j]->tensor.shape()) > 0)
+          return "the " + entry_string(*parts[i]) + " overlaps the " + entry_string(*parts[j]);
+  }
+  return {};
+}
+
+// What a checkpoint holds under one name: a whole tensor (one part, no slice) or slices of it.
+struct StoredTensor {
+  DType dtype = DType::float32;
+  Shape full_shape;
+  bool sliced = false;
+  std::vector<const CheckpointEntry*> parts;
+};
+
+// The validated `entries` by name, names in file order. Points into `entries`: keep them alive.
+struct CheckpointIndex {
+  std::map<std::string, StoredTensor, std::less<>> by_name;
+  std::vector<std::string> names;
+
+  explicit CheckpointIndex(const CheckpointEntries& entries) {
+    for (const auto& e : entries) {
+      auto [it, inserted] = by_name.try_emplace(e.name);
+      StoredTensor& stored = it->second;
+      if (inserted) {
+        names.push_back(e.name);
+        stored.dtype = e.tensor.dtype();
+        stored.full_shape = e.slice ? e.slice->full_shape : e.tensor.shape();
+        stored.sliced = e.slice.has_value();
+      }
+      stored.parts.push_back(&e);
+    }
+  }
+  const StoredTensor* find(std::string_view name) const {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : &it->second;
+  }
+};
+
+// Copies into `dst` (the block at dst_offset of the full tensor) the part of `src` (the block at
+// src_offset) that lies inside it; returns how many elements that was.
+inline std::size_t copy_overlap(const Tensor& src, const std::vector<std::size_t>& src_offset,
+                                Tensor& dst, const std::vector<std::size_t>& dst_offset) {
+  const std::size_t rank = dst.rank();
+  const std::size_t item = dtype_size(dst.dtype());
+  const auto* from = static_cast<const char*>(src.raw_data());
+  auto* to = static_cast<char*>(dst.raw_data());
+  if (rank == 0) {
+    std::memcpy(to, from, item);
+    return 1;
+  }
+  std::vector<std::size_t> lo(rank), hi(rank);
+  std::size_t count = 1;
+  for (std::size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(src_offset[d], dst_offset[d]);
+    hi[d] = std::min(src_offset[d] + src.shape()[d], dst_offset[d] + dst.shape()[d]);
+    if (lo[d] >= hi[d]) return 0;
+    count *= hi[d] - lo[d];
+  }
+  auto strides = [rank](const Shape& shape) {
+    std::vector<std::size_t> out(rank);
+    std::size_t step = 1;
+    for (std::size_t d = rank; d-- > 0;) {
+      out[d] = step;
+      step *= shape[d];
+    }
+    return out;
+  };
+  const auto src_strides = strides(src.shape());
+  const auto dst_strides = strides(dst.shape());
+  const std::size_t run = (hi[rank - 1] - lo[rank - 1]) * item;  // contiguous in both
+  std::vector<std::size_t> index = lo;
+  for (;;) {
+    std::size_t s = 0, t = 0;
+    for (std::size_t d = 0; d < rank; ++d) {
+      s += (index[d] - src_offset[d]) * src_strides[d];
+      t += (index[d] - dst_offset[d]) * dst_strides[d];
+    }
+    std::memcpy(to + t * item, from + s * item, run);
+    std::size_t d = rank - 1;  // the last axis is the run; step the others like an odometer
+    for (;;) {
+      if (d == 0) return count;
+      --d;
+      if (++index[d] < hi[d]) break;
+      index[d] = lo[d];
+    }
+  }
+}
+
+// For an error message: a block inside [offset, offset + lengths) that no part of `stored`
+// covers, in Python's slice notation (stretched along axis 0 as far as it goes uncovered).
+inline std::string uncovered_block(const StoredTensor& stored,
+                                   const std::vector<std::size_t>& offset, const Shape& lengths) {
+  const std::size_t rank = lengths.size();
+  std::vector<std::vector<std::size_t>> cuts(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::size_t lo = offset[d], hi = offset[d] + lengths[d];
+    cuts[d] = {lo, hi};
+    for (const auto* part : stored.parts) {
+      const auto part_offset = entry_offset(*part);
+      cuts[d].push_back(std::clamp(part_offset[d], lo, hi));
+      cuts[d].push_back(std::clamp(part_offset[d] + part->tensor.shape()[d], lo, hi));
+    }
+    std::sort(cuts[d].begin(), cuts[d].end());
+    cuts[d].erase(std::unique(cuts[d].begin(), cuts[d].end()), cuts[d].end());
+  }
+  // The cuts split the block into cells that each lie inside a part or outside all of them.
+  std::size_t cells = 1;
+  for (const auto& c : cuts) {
+    if (c.size() < 2) return block_string(offset, lengths);
+    cells = cells > 1000000 / (c.size() - 1) ? 1000001 : cells * (c.size() - 1);
+  }
+  if (cells > 1000000) return block_string(offset, lengths);
+  std::vector<std::size_t> cell(rank, 0);  // per axis: which interval of cuts[d]
+  auto covered = [&](const std::vector<std::size_t>& c) {
+    for (const auto* part : stored.parts) {
+      const auto part_offset = entry_offset(*part);
+      bool inside = true;
+      for (std::size_t d = 0; d < rank && inside; ++d)
+        inside = cuts[d][c[d]] >= part_offset[d] &&
+                 cuts[d][c[d] + 1] <= part_offset[d] + part->tensor.shape()[d];
+      if (inside) return true;
+    }
+    return false;
+  };
+  for (std::size_t n = 0; n < cells; ++n) {
+    if (!covered(cell)) {
+      std::vector<std::size_t> from(rank);
+      Shape span(rank);
+      for (std::size_t d = 0; d < rank; ++d) {
+        from[d] = cuts[d][cell[d]];
+        span[d] = cuts[d][cell[d] + 1] - from[d];
+      }
+      auto next = cell;
+      while (++next[0] + 1 < cuts[0].size() && !covered(next))
+        span[0] = cuts[0][next[0] + 1] - from[0];
+      return block_string(from, span);
+    }
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++cell[d] + 1 < cuts[d].size()) break;
+      cell[d] = 0;
+    }
+  }
+  return block_string(offset, lengths);
+}
+
+// Block [offset, offset + lengths) of `stored` (which must lie inside its full shape): the
+// stored tensor itself when one part is exactly that block, else a copy assembled from the
+// parts. nullopt when the parts do not cover it; `missing` then says what is missing.
+inline std::optional<Tensor> stored_block(const StoredTensor& stored,
+                                          const std::vector<std::size_t>& offset,
+                                          const Shape& lengths, std::string* missing) {
+  for (const auto* part : stored.parts)
+    if (part->tensor.shape() == lengths && entry_offset(*part) == offset) return part->tensor;
+  Tensor out = Tensor::uninitialized(stored.dtype, lengths);
+  std::size_t copied = 0;
+  for (const auto* part : stored.parts)
+    copied += copy_overlap(part->tensor, entry_offset(*part), out, offset);
+  if (copied == out.size()) return out;  // the parts are disjoint: every element was written
+  if (missing)
+    *missing = uncovered_block(stored, offset, lengths) + " (" +
+               std::to_string(out.size() - copied) + " of the " + std::to_string(out.size()) +
+               " elements needed are missing)";
+  return std::nullopt;
+}
+
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // Definitions
 
 inline void write_checkpoint(std::string_view path, const CheckpointTensors& tensors) {
+  CheckpointEntries entries;
+  entries.reserve(tensors.size());
+  for (const auto& [name, tensor] : tensors) entries.push_back({name, tensor, std::nullopt});
+  write_checkpoint_entries(path, entries);
+}
+
+inline void write_checkpoint_entries(std::string_view path, const CheckpointEntries& entries) {
   const std::string file(path);
-  std::set<std::string_view> names;
-  for (const auto& [name, tensor] : tensors) {
+  bool sliced = false;
+  for (const auto& [name, tensor, slice] : entries) {
     if (name.empty() || name.size() > detail::kMaxCheckpointNameLength)
       throw InvalidArgument("write_checkpoint('" + file + "'): tensor names must have 1 to " +
                             std::to_string(detail::kMaxCheckpointNameLength) + " bytes, got '" +
                             name + "'");
-    if (!names.insert(name).second)
-      throw InvalidArgument("write_checkpoint('" + file + "'): tensor name '" + name +
-                            "' appears twice");
     if (tensor.empty())
       throw InvalidArgument("write_checkpoint('" + file + "'): tensor '" + name + "' is empty");
     if (tensor.rank() > detail::kMaxCheckpointRank)
       throw InvalidArgument("write_checkpoint('" + file + "'): tensor '" + name + "' has rank " +
                             std::to_string(tensor.rank()) + ", at most " +
                             std::to_string(detail::kMaxCheckpointRank) + " is supported");
+    sliced = sliced || slice.has_value();
   }
+  if (const std::string problem = detail::check_entries(entries); !problem.empty())
+    throw InvalidArgument("write_checkpoint('" + file + "'): " + problem);
 
   detail::AtomicFile out(file);
   std::string meta(detail::kCheckpointMagic, 8);
   detail::put_u32(meta, detail::kCheckpointVersion);
-  detail::put_u32(meta, 0);
-  detail::put_u64(meta, tensors.size());
+  detail::put_u32(meta, sliced ? detail::kCheckpointFlagSliced : 0);
+  detail::put_u64(meta, entries.size());
   std::uint32_t index_crc = detail::crc32_of(meta.data(), meta.size());
   out.write(meta);
-  for (const auto& [name, tensor] : tensors) {
+  for (const auto& [name, tensor, slice] : entries) {
     meta.clear();
     detail::put_u32(meta, static_cast<std::uint32_t>(name.size()));
     meta += name;
     detail::put_u32(meta, detail::checkpoint_dtype_code(tensor.dtype()));
     detail::put_u32(meta, static_cast<std::uint32_t>(tensor.rank()));
     for (auto d : tensor.shape()) detail::put_u64(meta, d);
+    if (sliced) {
+      detail::put_u32(meta, slice ? 1 : 0);
+      if (slice) {
+        for (auto d : slice->full_shape) detail::put_u64(meta, d);
+        for (auto o : slice->offset) detail::put_u64(meta, o);
+      }
+    }
     detail::put_u64(meta, tensor.nbytes());
     detail::put_u32(meta, detail::crc32_of(tensor.raw_data(), tensor.nbytes()));
     detail::put_u32(meta, detail::crc32_of(meta.data(), meta.size()));
@@ -384,7 +685,7 @@ inline void write_checkpoint(std::string_view path, const CheckpointTensors& ten
   out.commit();
 }
 
-inline CheckpointTensors read_checkpoint(std::string_view path) {
+inline CheckpointEntries read_checkpoint_entries(std::string_view path) {
   detail::CheckpointReader in{std::string(path)};
   if (in.size() == 0) in.corrupt("the file is empty");
 
@@ -400,17 +701,20 @@ inline CheckpointTensors read_checkpoint(std::string_view path) {
     in.corrupt("format version " + std::to_string(version) + ", this psflow reads version " +
                std::to_string(detail::kCheckpointVersion));
   const std::uint32_t flags = in.u32("the flags");
-  if (flags != 0) in.corrupt("unknown flags " + detail::hex32(flags));
+  if ((flags & ~detail::kCheckpointFlagSliced) != 0)
+    in.corrupt("unknown flags " + detail::hex32(flags));
+  const bool sliced = (flags & detail::kCheckpointFlagSliced) != 0;
   const std::uint64_t count = in.u64("the tensor count");
   const std::uint64_t room = in.remaining() < detail::kCheckpointTrailerBytes
                                  ? 0
                                  : in.remaining() - detail::kCheckpointTrailerBytes;
-  if (count > room / detail::kMinCheckpointRecordBytes)
+  const std::uint64_t min_record = detail::kMinCheckpointRecordBytes + (sliced ? 4 : 0);
+  if (count > room / min_record)
     in.corrupt("the header claims " + std::to_string(count) + " tensors, the rest of the file (" +
                std::to_string(in.remaining()) + " bytes) can hold at most " +
-               std::to_string(room / detail::kMinCheckpointRecordBytes));
+               std::to_string(room / min_record));
 
-  CheckpointTensors tensors;
+  CheckpointEntries tensors;
   tensors.reserve(static_cast<std::size_t>(count));
   std::set<std::string> names;
   for (std::uint64_t i = 0; i < count; ++i) {
@@ -443,6 +747,28 @@ inline CheckpointTensors read_checkpoint(std::string_view path) {
       else
         elements *= dim;
     }
+    std::optional<CheckpointSlice> slice;
+    if (sliced) {
+      const std::uint32_t kind = in.u32(what + "'s slice kind");
+      if (kind > 1) in.corrupt(what + " has unknown slice kind " + std::to_string(kind));
+      if (kind == 1) {
+        slice.emplace();
+        slice->full_shape.resize(rank);
+        slice->offset.resize(rank);
+        for (std::uint32_t d = 0; d < rank; ++d)
+          slice->full_shape[d] =
+              static_cast<std::size_t>(in.u64(what + "'s full dimension " + std::to_string(d)));
+        for (std::uint32_t d = 0; d < rank; ++d) {
+          slice->offset[d] =
+              static_cast<std::size_t>(in.u64(what + "'s slice offset " + std::to_string(d)));
+          if (slice->offset[d] > slice->full_shape[d] ||
+              shape[d] > slice->full_shape[d] - slice->offset[d])
+            in.corrupt(what + ": its slice (offset " + std::to_string(slice->offset[d]) +
+                       ", length " + std::to_string(shape[d]) + " along axis " + std::to_string(d) +
+                       ") reaches past the full shape " + shape_string(slice->full_shape));
+        }
+      }
+    }
     const std::uint64_t nbytes = in.u64(what + "'s byte count");
     const std::uint64_t item = dtype_size(*dtype);
     if (overflow || elements > UINT64_MAX / item || elements * item != nbytes)
@@ -460,7 +786,8 @@ inline CheckpointTensors read_checkpoint(std::string_view path) {
     if (nbytes > in.remaining())
       in.corrupt(what + " claims " + std::to_string(nbytes) + " data bytes, only " +
                  std::to_string(in.remaining()) + " remain (truncated file?)");
-    if (!names.insert(name).second) in.corrupt("tensor name '" + name + "' appears twice");
+    if (!sliced && !names.insert(name).second)
+      in.corrupt("tensor name '" + name + "' appears twice");
 
     Tensor tensor = Tensor::uninitialized(*dtype, std::move(shape));
     in.read(tensor.raw_data(), nbytes, what + "'s data");
@@ -473,7 +800,11 @@ inline CheckpointTensors read_checkpoint(std::string_view path) {
       for (std::size_t b = 0; b < tensor.nbytes(); ++b)
         if (bytes[b] > 1) in.corrupt(what + " holds a bool byte that is neither 0 nor 1");
     }
-    tensors.emplace_back(name, std::move(tensor));
+    tensors.push_back({name, std::move(tensor), std::move(slice)});
+  }
+  if (sliced) {
+    if (const std::string problem = detail::check_entries(tensors); !problem.empty())
+      in.corrupt(problem);
   }
 
   const std::uint32_t expected_index_crc = in.index_crc();
@@ -489,6 +820,32 @@ inline CheckpointTensors read_checkpoint(std::string_view path) {
     in.corrupt("the trailer does not end with \"PSFLWEND\"");
   if (in.remaining() != 0)
     in.corrupt(std::to_string(in.remaining()) + " unexpected bytes after the trailer");
+  return tensors;
+}
+
+inline CheckpointTensors read_checkpoint(std::string_view path) {
+  CheckpointEntries entries = read_checkpoint_entries(path);
+  CheckpointTensors tensors;
+  tensors.reserve(entries.size());
+  const bool sliced = std::any_of(entries.begin(), entries.end(),
+                                  [](const CheckpointEntry& e) { return e.slice.has_value(); });
+  if (!sliced) {
+    for (auto& e : entries) tensors.emplace_back(std::move(e.name), std::move(e.tensor));
+    return tensors;
+  }
+  const detail::CheckpointIndex index(entries);
+  for (const auto& name : index.names) {
+    const detail::StoredTensor& stored = *index.find(name);
+    std::string missing;
+    auto whole = detail::stored_block(stored, std::vector<std::size_t>(stored.full_shape.size(), 0),
+                                      stored.full_shape, &missing);
+    if (!whole)
+      throw NotFound("checkpoint file '" + std::string(path) + "' holds only slices of tensor '" +
+                     name + "' " + std::string(dtype_name(stored.dtype)) +
+                     shape_string(stored.full_shape) + " that do not cover it: " + missing +
+                     "; read its slices with read_checkpoint_entries");
+    tensors.emplace_back(name, std::move(*whole));
+  }
   return tensors;
 }
 

@@ -12,10 +12,22 @@
 //   all_model_checkpoint_paths: "model.ckpt-500"
 // Both files are written atomically (temporary file, fsync, rename).
 //
+// Partitioned variables, as TF1's Saver with save-slice information: a variable with a
+// SaveSliceInfo (a shard "emb/part_1" of get_variable with a partitioner, or an optimizer slot of
+// one, "emb/part_1/Adagrad") is saved under its full name ("emb", "emb/Adagrad") as a slice of
+// the full tensor (full shape and the shard's offset; see checkpoint_file.hpp), every other
+// variable whole under its own name, as it always was. Restore gives each variable its block of
+// the tensor stored under its key, cut from or assembled out of whatever slices are there: a
+// checkpoint written with 3 shards restores into 2 or 4 shards, or into an unpartitioned variable
+// of the full shape named like the full name, and an unpartitioned checkpoint restores into
+// shards.
+//
 // Values travel through graph ops only: save() fetches every variable's value with one
 // Session::run, restore() feeds the checkpoint's tensors to assign ops built once at
 // construction (in a "save" name scope, colocated with each variable), so both work the same
-// on an in-process Session and on a distributed one whose variables live on ps tasks.
+// on an in-process Session and on a distributed one whose variables live on ps tasks. The
+// process that calls restore() reads the whole checkpoint file and cuts every variable's block
+// from it; the ps tasks never read files.
 #pragma once
 
 #include <algorithm>
@@ -30,7 +42,6 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -53,8 +64,10 @@ inline std::string checkpoint_file_path(std::string_view checkpoint_path) {
 }
 
 // Saves and restores the graph's global variables (those that exist when the Saver is built,
-// keyed by Variable::name(), e.g. "w"). Builds its restore ops into the graph at construction,
-// so build it while the graph is being built (graph building is single-threaded).
+// keyed by Variable::name(), e.g. "w", or for a shard by its SaveSliceInfo's full name, e.g.
+// "emb"). Builds its restore ops into the graph at construction, so build it while the graph is
+// being built (graph building is single-threaded). Throws InvalidArgument when a variable's name
+// is also the full name of shards (both would be saved as that name).
 //
 // save() and restore() block on the Session and on file I/O. They may be called from several
 // threads (e.g. a Supervisor's background saver and the training thread): an internal mutex
@@ -69,14 +82,17 @@ class Saver {
 
   // Writes the variables' current values to "<prefix>-<global_step>" (or "<prefix>") and
   // records it in the directory's state file; returns that checkpoint path. The directory must
-  // exist (NotFound otherwise). Errors from the Session (e.g. FailedPrecondition for an
-  // uninitialized variable) propagate; nothing is written then.
+  // exist: NotFound naming it otherwise (as TF's; the Supervisor and CheckpointSaverHook create
+  // theirs). Errors from the Session (e.g. FailedPrecondition for an uninitialized variable)
+  // propagate; nothing is written then.
   std::string save(Session& sess, std::string_view prefix,
                    std::optional<std::int64_t> global_step = {});
 
-  // Sets every variable to its value in checkpoint `path` (a checkpoint path, or its file).
-  // Throws NotFound when the checkpoint does not exist or lacks a variable, InvalidArgument when
-  // a value has another dtype or shape than its variable, DataLoss when the file is corrupt;
+  // Sets every variable to its value in checkpoint `path` (a checkpoint path, or its file); a
+  // shard to its block of its full tensor, whatever shard count saved it.
+  // Throws NotFound when the checkpoint does not exist, lacks a variable or (for a shard) lacks
+  // part of its block, naming the missing range; InvalidArgument when a stored tensor has another
+  // dtype or (full) shape than its variable, naming both; DataLoss when the file is corrupt;
   // each names the variable and the file. Everything is read and checked before any variable
   // changes, so on any of these errors the variables keep their values.
   void restore(Session& sess, std::string_view path);
@@ -249,6 +265,20 @@ inline bool checkpoint_exists(const std::filesystem::path& p) {
          std::filesystem::is_regular_file(p, ec);
 }
 
+// The name a variable is saved under: its full name for a shard, else its own.
+inline std::string save_key(const Variable& v) {
+  const auto& slice = v.save_slice_info();
+  return slice ? slice->full_name : v.name();
+}
+
+// "variable 'w'", or "variable 'emb/part_1' (block [4:7, 0:8] of 'emb')", for messages.
+inline std::string describe_variable(const Variable& v) {
+  const auto& slice = v.save_slice_info();
+  if (!slice) return "variable '" + v.name() + "'";
+  return "variable '" + v.name() + "' (block " + block_string(slice->var_offset, v.shape()) +
+         " of '" + slice->full_name + "')";
+}
+
 inline std::string directory_key(const std::string& dir) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(dir, ec);
@@ -262,6 +292,14 @@ inline std::string directory_key(const std::string& dir) {
 
 inline Saver::Saver(Graph& graph, std::size_t max_to_keep)
     : graph_(&graph), max_to_keep_(max_to_keep), variables_(global_variables(graph)) {
+  std::map<std::string, const Variable*> whole, sliced;  // by the key each is saved under
+  for (const auto& v : variables_)
+    (v.save_slice_info() ? sliced : whole).emplace(detail::save_key(v), &v);
+  for (const auto& [key, shard] : sliced)
+    if (auto it = whole.find(key); it != whole.end())
+      throw InvalidArgument("Saver: variable '" + key + "' and the shard '" + shard->name() +
+                            "' of partitioned variable '" + key + "' would both be saved as '" +
+                            key + "'; rename one of them before building the Saver");
   if (variables_.empty()) return;
   auto scope = graph.name_scope("save");
   std::vector<Operation> assigns;
@@ -319,10 +357,15 @@ inline std::string Saver::save(Session& sess, std::string_view prefix,
   for (const auto& v : variables_) values.push_back(v.value());
   std::lock_guard lock(mutex_);
   std::vector<Tensor> fetched = values.empty() ? std::vector<Tensor>{} : sess.run(values);
-  CheckpointTensors tensors;
-  for (std::size_t i = 0; i < variables_.size(); ++i)
-    tensors.emplace_back(variables_[i].name(), std::move(fetched[i]));
-  write_checkpoint(checkpoint_file_path(path), tensors);
+  CheckpointEntries entries;
+  for (std::size_t i = 0; i < variables_.size(); ++i) {
+    const Variable& v = variables_[i];
+    std::optional<CheckpointSlice> slice;
+    if (const auto& info = v.save_slice_info())
+      slice = CheckpointSlice{info->full_shape, info->var_offset};
+    entries.push_back({detail::save_key(v), std::move(fetched[i]), std::move(slice)});
+  }
+  write_checkpoint_entries(checkpoint_file_path(path), entries);
 
   const std::string dir = detail::parent_directory(path);  // "." when path has none
   const std::string name = std::filesystem::path(path).filename().string();
@@ -367,30 +410,52 @@ inline void Saver::restore(Session& sess, std::string_view path) {
     throw InvalidArgument("Saver::restore: the Session runs another Graph than the Saver's");
   std::lock_guard lock(mutex_);
   const std::string file = resolve_file(path);
-  CheckpointTensors tensors = read_checkpoint(file);
-  std::unordered_map<std::string, const Tensor*> by_name;
-  for (const auto& [name, tensor] : tensors) by_name.emplace(name, &tensor);
+  const CheckpointEntries entries = read_checkpoint_entries(file);
+  const detail::CheckpointIndex index(entries);
 
   FeedMap feeds;
   for (std::size_t i = 0; i < variables_.size(); ++i) {
     const Variable& v = variables_[i];
-    auto it = by_name.find(v.name());
-    if (it == by_name.end()) {
+    const auto& slice = v.save_slice_info();
+    const std::string key = detail::save_key(v);
+    const detail::StoredTensor* stored = index.find(key);
+    if (!stored) {
       std::string held;
-      for (std::size_t t = 0; t < tensors.size() && t < 10; ++t)
-        held += (t ? ", " : "") + tensors[t].first;
-      if (tensors.size() > 10) held += ", ...";
-      throw NotFound("checkpoint '" + file + "' has no value for variable '" + v.name() +
-                     "' (it holds: " + (held.empty() ? "nothing" : held) +
+      for (std::size_t t = 0; t < index.names.size() && t < 10; ++t)
+        held += (t ? ", " : "") + index.names[t];
+      if (index.names.size() > 10) held += ", ...";
+      throw NotFound("checkpoint '" + file + "' has no value for " + detail::describe_variable(v) +
+                     (slice ? " under '" + key + "'" : std::string()) +
+                     " (it holds: " + (held.empty() ? "nothing" : held) +
                      "): restore a checkpoint saved from this model");
     }
-    const Tensor& value = *it->second;
-    if (value.dtype() != v.dtype() || value.shape() != v.shape())
-      throw InvalidArgument("checkpoint '" + file + "' holds variable '" + v.name() + "' as " +
-                            value.summary() + ", the graph declares it " +
-                            std::string(dtype_name(v.dtype())) + shape_string(v.shape()) +
-                            ": restore a checkpoint saved from this model");
-    feeds.emplace_back(restore_values_[i], value);
+    const Shape& full_shape = slice ? slice->full_shape : v.shape();
+    if (stored->dtype != v.dtype() || stored->full_shape != full_shape) {
+      const std::string held = std::string(dtype_name(stored->dtype)) +
+                               shape_string(stored->full_shape) +
+                               (stored->sliced ? " (as slices)" : "");
+      if (!slice)
+        throw InvalidArgument("checkpoint '" + file + "' holds variable '" + v.name() + "' as " +
+                              held + ", the graph declares it " +
+                              std::string(dtype_name(v.dtype())) + shape_string(v.shape()) +
+                              ": restore a checkpoint saved from this model");
+      throw InvalidArgument("checkpoint '" + file + "' holds '" + key + "' as " + held +
+                            ", the graph declares it " + std::string(dtype_name(v.dtype())) +
+                            shape_string(full_shape) + " with variable '" + v.name() +
+                            "' as its block " + detail::block_string(slice->var_offset, v.shape()) +
+                            ": the full shape and dtype must match, the shard count may differ; "
+                            "restore a checkpoint saved from this model");
+    }
+    const std::vector<std::size_t> offset =
+        slice ? slice->var_offset : std::vector<std::size_t>(v.shape().size(), 0);
+    std::string missing;
+    auto block = detail::stored_block(*stored, offset, v.shape(), &missing);
+    if (!block)
+      throw NotFound("checkpoint '" + file + "' holds only part of the " +
+                     detail::describe_variable(v) + ": the slices stored under '" + key +
+                     "' do not cover " + missing +
+                     "; restore a checkpoint saved with every shard of '" + key + "'");
+    feeds.emplace_back(restore_values_[i], std::move(*block));
   }
   if (restore_op_) sess.run({}, feeds, {restore_op_});
 }
