@@ -40,15 +40,9 @@ Tensor f32(std::vector<float> values, Shape shape) {
 // The bytes a Connection writes for `frame`: header, metadata, tensor table, payloads.
 std::string frame_bytes(const wire::Frame& frame) {
   const std::string table = wire::encode_tensor_table(frame.tensors);
-  wire::FrameHeader h;
-  h.type = frame.type;
-  h.request_id = frame.request_id;
-  h.metadata_bytes = static_cast<std::uint32_t>(frame.metadata.size());
-  h.table_bytes = static_cast<std::uint32_t>(table.size());
-  h.tensor_count = static_cast<std::uint32_t>(frame.tensors.size());
-  for (const Tensor& t : frame.tensors) h.payload_bytes += t.nbytes();
   std::string bytes(wire::kHeaderBytes, '\0');
-  wire::encode_header(h, reinterpret_cast<unsigned char*>(bytes.data()));
+  wire::encode_header(wire::frame_header(frame, table.size()),
+                      reinterpret_cast<unsigned char*>(bytes.data()));
   bytes += frame.metadata + table;
   for (const Tensor& t : frame.tensors)
     bytes.append(static_cast<const char*>(t.raw_data()), t.nbytes());

@@ -410,6 +410,32 @@ TEST_CASE("sparse optimizers update only the batch's rows, duplicates summed") {
         }
     }
   }
+  SECTION("Adam: a row left out of a batch moves on unless lazy") {
+    // Step 1 touches row 0, step 2 only row 1: TF1's Adam still moves row 0 with its decayed
+    // moment, LazyAdam leaves it exactly where step 1 put it.
+    for (bool lazy : {true, false}) {
+      INFO("lazy " << lazy);
+      Graph graph;
+      auto table = get_variable(graph, "t", {3, 1}, zeros_initializer(), DType::float64);
+      auto ids = ops::placeholder(graph, DType::int64, {-1}, "ids");
+      train::AdamOptimizer opt(0.1, 0.9, 0.999, 1e-8, "Adam", lazy);
+      auto train_op = opt.minimize(ops::reduce_sum(ops::embedding_lookup(table, ids)));
+      Session sess(graph);
+      sess.run(global_variables_initializer(graph));
+      sess.run({}, {{ids, ids64({0})}}, {train_op});
+      const double after_first = doubles(sess.run({table.value()})[0])[0];
+      CHECK(after_first == Approx(-0.1));  // Adam's first step is lr * sign(grad)
+      sess.run({}, {{ids, ids64({1})}}, {train_op});
+      const auto after_second = doubles(sess.run({table.value()})[0]);
+      if (lazy) {
+        CHECK(after_second[0] == after_first);
+      } else {
+        CHECK(after_second[0] < after_first);
+      }
+      CHECK(after_second[1] < 0);
+      CHECK(after_second[2] == 0);  // never in a batch, never a moment: unchanged either way
+    }
+  }
   SECTION("GradientDescent") {
     train::GradientDescentOptimizer opt(0.5);
     auto out = run_sparse(opt, batch, w, steps);

@@ -256,13 +256,7 @@ inline void Connection::set_peer_task(std::string task) {
 
 inline Connection::Outgoing::Outgoing(wire::Frame f) : frame(std::move(f)) {
   table = wire::encode_tensor_table(frame.tensors);
-  wire::FrameHeader h;
-  h.type = frame.type;
-  h.request_id = frame.request_id;
-  h.metadata_bytes = static_cast<std::uint32_t>(frame.metadata.size());
-  h.table_bytes = static_cast<std::uint32_t>(table.size());
-  h.tensor_count = static_cast<std::uint32_t>(frame.tensors.size());
-  for (const Tensor& t : frame.tensors) h.payload_bytes += t.nbytes();
+  const wire::FrameHeader h = wire::frame_header(frame, table.size());
   wire::encode_header(h, header.data());
   total_bytes = header.size() + frame.metadata.size() + table.size() + h.payload_bytes;
 }

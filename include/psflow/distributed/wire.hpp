@@ -75,6 +75,18 @@ struct Frame {
   std::vector<Tensor> tensors;
 };
 
+// The header of `frame` whose tensor table (encode_tensor_table) is `table_bytes` long.
+inline FrameHeader frame_header(const Frame& frame, std::size_t table_bytes) {
+  FrameHeader h;
+  h.type = frame.type;
+  h.request_id = frame.request_id;
+  h.metadata_bytes = static_cast<std::uint32_t>(frame.metadata.size());
+  h.table_bytes = static_cast<std::uint32_t>(table_bytes);
+  h.tensor_count = static_cast<std::uint32_t>(frame.tensors.size());
+  for (const Tensor& t : frame.tensors) h.payload_bytes += t.nbytes();
+  return h;
+}
+
 inline void encode_header(const FrameHeader& h, unsigned char* out) {
   auto put = [&out](const auto& v) {
     std::memcpy(out, &v, sizeof v);

@@ -285,7 +285,6 @@ inline Output embedding_lookup_sparse(const PartitionedVariable& params, const S
   if (ids.dtype() != DType::int32 && ids.dtype() != DType::int64)
     throw InvalidArgument("embedding_lookup_sparse on '" + params.name() + "': ids '" + ids.name() +
                           "' must be int32 or int64, got " + std::string(dtype_name(ids.dtype())));
-  detail::check_strategy("mod");
   auto [distinct, position] = unique(ids);
   const Output rows = detail::lookup_distinct(params.partitions(), params.name(), params.shape()[0],
                                               distinct, "mod");

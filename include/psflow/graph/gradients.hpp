@@ -77,7 +77,7 @@ inline std::optional<IndexedSlices> concatenated_slices(const std::vector<Output
   Output dense_shape;
   for (const auto& part : parts) {
     auto slices = as_indexed_slices(part);
-    if (!slices || slices->indices.dtype() != as_indexed_slices(parts.front())->indices.dtype())
+    if (!slices || (!indices.empty() && slices->indices.dtype() != indices.front().dtype()))
       return std::nullopt;
     values.push_back(slices->values);
     indices.push_back(slices->indices);

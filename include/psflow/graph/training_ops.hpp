@@ -49,6 +49,7 @@
 // the given rows (TF's LazyAdamOptimizer).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,8 +100,7 @@ inline std::vector<OutputSpec> infer_apply(const InferenceContext& ctx,
 inline std::vector<OutputSpec> infer_sparse_apply(const InferenceContext& ctx,
                                                   const ApplyOpLayout& layout, int grad,
                                                   int indices) {
-  ApplyOpLayout dense = layout;
-  auto result = infer_apply(ctx, dense);
+  auto result = infer_apply(ctx, layout);
   const auto g = static_cast<std::size_t>(grad);
   const auto ix = static_cast<std::size_t>(indices);
   ctx.expect_same_dtype(0, g);
@@ -122,28 +122,22 @@ inline std::vector<OutputSpec> infer_sparse_apply(const InferenceContext& ctx,
   return result;
 }
 
-inline bool register_apply_op(const char* type, int num_inputs, ApplyOpLayout layout) {
+// Registers an Apply op; a sparse one also names its gradient-rows and indices inputs.
+struct SparseRowsInputs {
+  int grad;
+  int indices;
+};
+inline bool register_apply_op(const char* type, int num_inputs, ApplyOpLayout layout,
+                              std::optional<SparseRowsInputs> sparse = std::nullopt) {
   std::vector<int> refs = layout.refs;
   return OpRegistry::global().add(
       OpDef{.type = type,
             .num_inputs = num_inputs,
             .ref_inputs = std::move(refs),
             .stateful = true,
-            .infer = [layout = std::move(layout)](const InferenceContext& ctx) {
-              return infer_apply(ctx, layout);
-            }});
-}
-
-inline bool register_sparse_apply_op(const char* type, int num_inputs, ApplyOpLayout layout,
-                                     int grad, int indices) {
-  std::vector<int> refs = layout.refs;
-  return OpRegistry::global().add(
-      OpDef{.type = type,
-            .num_inputs = num_inputs,
-            .ref_inputs = std::move(refs),
-            .stateful = true,
-            .infer = [layout = std::move(layout), grad, indices](const InferenceContext& ctx) {
-              return infer_sparse_apply(ctx, layout, grad, indices);
+            .infer = [layout = std::move(layout), sparse](const InferenceContext& ctx) {
+              return sparse ? infer_sparse_apply(ctx, layout, sparse->grad, sparse->indices)
+                            : infer_apply(ctx, layout);
             }});
 }
 
@@ -154,13 +148,13 @@ inline const bool training_ops_registered = [] {
   register_apply_op("ApplyAdam", 10, {{0, 1, 2}, {9}, {5, 6, 7, 8}, {3, 4}});
   register_apply_op("ApplyFtrl", 8, {{0, 1, 2}, {3}, {4, 5, 6, 7}, {}});
   // (var, accum, lr, grad, indices, momentum)
-  register_sparse_apply_op("SparseApplyMomentum", 6, {{0, 1}, {}, {2, 5}, {}}, 3, 4);
+  register_apply_op("SparseApplyMomentum", 6, {{0, 1}, {}, {2, 5}, {}}, {{3, 4}});
   // (var, accum, lr, grad, indices)
-  register_sparse_apply_op("SparseApplyAdagrad", 5, {{0, 1}, {}, {2}, {}}, 3, 4);
+  register_apply_op("SparseApplyAdagrad", 5, {{0, 1}, {}, {2}, {}}, {{3, 4}});
   // (var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices)
-  register_sparse_apply_op("SparseApplyAdam", 11, {{0, 1, 2}, {}, {5, 6, 7, 8}, {3, 4}}, 9, 10);
+  register_apply_op("SparseApplyAdam", 11, {{0, 1, 2}, {}, {5, 6, 7, 8}, {3, 4}}, {{9, 10}});
   // (var, accum, linear, grad, indices, lr, l1, l2, lr_power)
-  register_sparse_apply_op("SparseApplyFtrl", 9, {{0, 1, 2}, {}, {5, 6, 7, 8}, {}}, 3, 4);
+  register_apply_op("SparseApplyFtrl", 9, {{0, 1, 2}, {}, {5, 6, 7, 8}, {}}, {{3, 4}});
   return true;
 }();
 

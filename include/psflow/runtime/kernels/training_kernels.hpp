@@ -304,6 +304,16 @@ class ApplyFtrlKernel : public OpKernel {
 struct SparseRows {
   std::vector<std::int64_t> ids;
   std::size_t row_size = 0;  // elements per row
+
+  // Calls fn(e, i) for each element of the gradient rows: e is its place in the variable (and
+  // in each slot), i its place in the gradient.
+  template <class Fn>
+  void for_each_element(Fn&& fn) const {
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const std::size_t base = static_cast<std::size_t>(ids[k]) * row_size;
+      for (std::size_t j = 0; j < row_size; ++j) fn(base + j, k * row_size + j);
+    }
+  }
 };
 
 // Validates grad [n, row...] and indices [n] against the variable's current value and the slots
@@ -376,16 +386,11 @@ class SparseApplyMomentumKernel : public OpKernel {
                        T* v = out[0]->template data<T>();
                        T* a = out[1]->template data<T>();
                        const T* g = grad.data<T>();
-                       for (std::size_t k = 0; k < rows.ids.size(); ++k) {
-                         const std::size_t base =
-                             static_cast<std::size_t>(rows.ids[k]) * rows.row_size;
-                         for (std::size_t j = 0; j < rows.row_size; ++j) {
-                           const T gj = g[k * rows.row_size + j];
-                           const T acc = a[base + j] * mu + gj;
-                           a[base + j] = acc;
-                           v[base + j] -= use_nesterov_ ? gj * lr + acc * mu * lr : acc * lr;
-                         }
-                       }
+                       rows.for_each_element([&](std::size_t e, std::size_t i) {
+                         const T acc = a[e] * mu + g[i];
+                         a[e] = acc;
+                         v[e] -= use_nesterov_ ? g[i] * lr + acc * mu * lr : acc * lr;
+                       });
                      });
   }
 
@@ -408,15 +413,10 @@ class SparseApplyAdagradKernel : public OpKernel {
                        T* v = out[0]->template data<T>();
                        T* a = out[1]->template data<T>();
                        const T* g = grad.data<T>();
-                       for (std::size_t k = 0; k < rows.ids.size(); ++k) {
-                         const std::size_t base =
-                             static_cast<std::size_t>(rows.ids[k]) * rows.row_size;
-                         for (std::size_t j = 0; j < rows.row_size; ++j) {
-                           const T gj = g[k * rows.row_size + j];
-                           a[base + j] += gj * gj;
-                           v[base + j] -= gj * lr * (T(1) / std::sqrt(a[base + j]));
-                         }
-                       }
+                       rows.for_each_element([&](std::size_t e, std::size_t i) {
+                         a[e] += g[i] * g[i];
+                         v[e] -= g[i] * lr * (T(1) / std::sqrt(a[e]));
+                       });
                      });
   }
 };
@@ -445,18 +445,12 @@ class SparseApplyAdamKernel : public OpKernel {
           T* m_t = out[1]->template data<T>();
           T* v_t = out[2]->template data<T>();
           const T* g = grad.data<T>();
-          const std::size_t row = rows.row_size;
           if (lazy_) {  // LazyAdam: only the given rows
-            for (std::size_t k = 0; k < rows.ids.size(); ++k) {
-              const std::size_t base = static_cast<std::size_t>(rows.ids[k]) * row;
-              for (std::size_t j = 0; j < row; ++j) {
-                const T gj = g[k * row + j];
-                const std::size_t e = base + j;
-                m_t[e] = beta1 * m_t[e] + (T(1) - beta1) * gj;
-                v_t[e] = beta2 * v_t[e] + (T(1) - beta2) * gj * gj;
-                w[e] -= alpha * m_t[e] / (std::sqrt(v_t[e]) + epsilon);
-              }
-            }
+            rows.for_each_element([&](std::size_t e, std::size_t i) {
+              m_t[e] = beta1 * m_t[e] + (T(1) - beta1) * g[i];
+              v_t[e] = beta2 * v_t[e] + (T(1) - beta2) * g[i] * g[i];
+              w[e] -= alpha * m_t[e] / (std::sqrt(v_t[e]) + epsilon);
+            });
             return;
           }
           // TF1's _apply_sparse: decay every row's moments, add the gradient rows, move every row.
@@ -465,14 +459,10 @@ class SparseApplyAdamKernel : public OpKernel {
             m_t[e] *= beta1;
             v_t[e] *= beta2;
           }
-          for (std::size_t k = 0; k < rows.ids.size(); ++k) {
-            const std::size_t base = static_cast<std::size_t>(rows.ids[k]) * row;
-            for (std::size_t j = 0; j < row; ++j) {
-              const T gj = g[k * row + j];
-              m_t[base + j] += gj * (T(1) - beta1);
-              v_t[base + j] += gj * gj * (T(1) - beta2);
-            }
-          }
+          rows.for_each_element([&](std::size_t e, std::size_t i) {
+            m_t[e] += g[i] * (T(1) - beta1);
+            v_t[e] += g[i] * g[i] * (T(1) - beta2);
+          });
           for (std::size_t e = 0; e < n; ++e)
             w[e] -= alpha * m_t[e] / (std::sqrt(v_t[e]) + epsilon);
         });
@@ -502,13 +492,9 @@ class SparseApplyFtrlKernel : public OpKernel {
                        T* a = out[1]->template data<T>();
                        T* l = out[2]->template data<T>();
                        const T* g = grad.data<T>();
-                       for (std::size_t k = 0; k < rows.ids.size(); ++k) {
-                         const std::size_t base =
-                             static_cast<std::size_t>(rows.ids[k]) * rows.row_size;
-                         for (std::size_t j = 0; j < rows.row_size; ++j)
-                           ftrl_step(w[base + j], a[base + j], l[base + j],
-                                     g[k * rows.row_size + j], lr, l1, l2, power);
-                       }
+                       rows.for_each_element([&](std::size_t e, std::size_t i) {
+                         ftrl_step(w[e], a[e], l[e], g[i], lr, l1, l2, power);
+                       });
                      });
   }
 };
