@@ -104,37 +104,29 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <psflow/psflow.hpp>  // everything, the optimizers' kernels too (the ps tasks run them)
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/cluster_task.hpp"
+#include "common/dense_layer.hpp"
 #include "fashion_mnist.hpp"
-
-// OpenBLAS's own threads (one per core, busy-waiting between calls) fight psflow's inter-op
-// threads and the other tasks on the same cores: with them a step costs 2-3 times the CPU.
-// Weak, so that the program still links against another BLAS.
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using example_layers::dense;
 
-// One BLAS thread per process unless OPENBLAS_NUM_THREADS says otherwise: psflow already runs
-// independent ops in parallel, and a cluster's tasks share the machine's cores.
-void limit_blas_threads() {
-  const char* env = std::getenv("OPENBLAS_NUM_THREADS");
-  if (openblas_set_num_threads && !(env && *env)) openblas_set_num_threads(1);
-}
+using cluster_task::Clock;
+using cluster_task::format;
+using cluster_task::log;
+using cluster_task::parse_number;
+using cluster_task::seconds_since;
 
 struct TrainerFlags {
-  bool distributed = false;
-  psflow::TaskFlags task;
+  cluster_task::TaskOptions cluster;  // the task, and the connect/recovery/shutdown deadlines
   std::int64_t train_steps = 12000;
   std::size_t batch_size = 100;
   double learning_rate = 0.001;
@@ -150,131 +142,57 @@ struct TrainerFlags {
   std::uint64_t seed = 1;
   std::int64_t log_every_steps = 500;
   std::size_t eval_batch_size = 1000;
-  double connect_timeout_s = 30;
-  double recovery_deadline_s = 60;
-  double shutdown_wait_s = 60;
 };
-
-void log(const std::string& line) { std::fprintf(stderr, "[trainer] %s\n", line.c_str()); }
-
-std::string format(const char* fmt, auto... args) {
-  char text[512];
-  std::snprintf(text, sizeof text, fmt, args...);
-  return text;
-}
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // ---- flags -----------------------------------------------------------------------------------
 
-template <class T>
-T parse_number(const std::string& name, const std::string& text, T min) {
-  std::size_t used = 0;
-  T value{};
-  try {
-    if constexpr (std::is_floating_point_v<T>)
-      value = static_cast<T>(std::stod(text, &used));
-    else
-      value = static_cast<T>(std::stoll(text, &used));
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || value < min)
-    throw psflow::InvalidArgument("--" + name + "='" + text +
-                                  "' is not a number >= " + std::to_string(min) +
-                                  " (see the comment at the top of examples/trainer/main.cpp)");
-  return value;
+bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& value) {
+  if (name == "train_steps")
+    flags.train_steps = parse_number<std::int64_t>(name, value, 1);
+  else if (name == "batch_size")
+    flags.batch_size = parse_number<std::size_t>(name, value, 1);
+  else if (name == "learning_rate")
+    flags.learning_rate = parse_number<double>(name, value, 0);
+  else if (name == "optimizer")
+    flags.optimizer = value;
+  else if (name == "lr_decay")
+    flags.lr_decay = parse_number<double>(name, value, 0);
+  else if (name == "lr_decay_at")
+    flags.lr_decay_at = parse_number<double>(name, value, 0);
+  else if (name == "checkpoint_dir")
+    flags.checkpoint_dir = value;
+  else if (name == "save_checkpoint_steps")
+    flags.save_checkpoint_steps = parse_number<std::int64_t>(name, value, 0);
+  else if (name == "sync_replicas" && (value == "true" || value == "false"))
+    flags.sync_replicas = value == "true";
+  else if (name == "replicas_to_aggregate")
+    flags.replicas_to_aggregate = parse_number<int>(name, value, 1);
+  else if (name == "token_timeout_s")
+    flags.token_timeout_s = parse_number<double>(name, value, 0.1);
+  else if (name == "data_dir")
+    flags.data_dir = value;
+  else if (name == "seed")
+    flags.seed = parse_number<std::uint64_t>(name, value, 0);
+  else if (name == "log_every_steps")
+    flags.log_every_steps = parse_number<std::int64_t>(name, value, 1);
+  else if (name == "eval_batch_size")
+    flags.eval_batch_size = parse_number<std::size_t>(name, value, 1);
+  else
+    return false;
+  return true;
 }
 
 TrainerFlags parse_flags(int argc, char** argv) {
   TrainerFlags flags;
-  std::vector<std::string> args(argv, argv + argc);
-  const char* tf_config = std::getenv("TF_CONFIG");
-  const bool have_tf_config = tf_config && *tf_config;
-  bool has_job = false;
-  for (const auto& a : args)
-    has_job = has_job || a.rfind("--job_name", 0) == 0 || a.rfind("-job_name", 0) == 0;
-  flags.distributed = has_job || have_tf_config;
-  std::vector<std::string> rest = args;
-  if (flags.distributed) {
-    flags.task = psflow::TaskFlags::parse(
-        args, have_tf_config ? std::optional<std::string_view>(tf_config) : std::nullopt);
-    rest = flags.task.remaining_args;
-  } else {
-    for (const auto& a : args)
-      if (a.rfind("--ps_hosts", 0) == 0 || a.rfind("--worker_hosts", 0) == 0 ||
-          a.rfind("--task_index", 0) == 0)
-        throw psflow::InvalidArgument(
-            "'" + a +
-            "' without --job_name: pass --job_name=ps or --job_name=worker (and "
-            "--task_index) to run one task of a cluster, or none of these flags to "
-            "train in this process");
-  }
-  for (std::size_t i = 1; i < rest.size(); ++i) {
-    std::string arg = rest[i];
-    if (arg.rfind("--", 0) != 0) throw psflow::InvalidArgument("unexpected argument '" + arg + "'");
-    arg = arg.substr(2);
-    std::string name = arg, value;
-    if (arg == "sync_replicas") {  // a switch: no value
-      flags.sync_replicas = true;
-      continue;
-    }
-    if (const auto eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < rest.size()) {
-      value = rest[++i];
-    } else {
-      throw psflow::InvalidArgument("flag --" + name + " needs a value (--" + name + "=<value>)");
-    }
-    if (name == "train_steps")
-      flags.train_steps = parse_number<std::int64_t>(name, value, 1);
-    else if (name == "batch_size")
-      flags.batch_size = parse_number<std::size_t>(name, value, 1);
-    else if (name == "learning_rate")
-      flags.learning_rate = parse_number<double>(name, value, 0);
-    else if (name == "optimizer")
-      flags.optimizer = value;
-    else if (name == "lr_decay")
-      flags.lr_decay = parse_number<double>(name, value, 0);
-    else if (name == "lr_decay_at")
-      flags.lr_decay_at = parse_number<double>(name, value, 0);
-    else if (name == "checkpoint_dir")
-      flags.checkpoint_dir = value;
-    else if (name == "save_checkpoint_steps")
-      flags.save_checkpoint_steps = parse_number<std::int64_t>(name, value, 0);
-    else if (name == "sync_replicas" && (value == "true" || value == "false"))
-      flags.sync_replicas = value == "true";
-    else if (name == "replicas_to_aggregate")
-      flags.replicas_to_aggregate = parse_number<int>(name, value, 1);
-    else if (name == "token_timeout_s")
-      flags.token_timeout_s = parse_number<double>(name, value, 0.1);
-    else if (name == "data_dir")
-      flags.data_dir = value;
-    else if (name == "seed")
-      flags.seed = parse_number<std::uint64_t>(name, value, 0);
-    else if (name == "log_every_steps")
-      flags.log_every_steps = parse_number<std::int64_t>(name, value, 1);
-    else if (name == "eval_batch_size")
-      flags.eval_batch_size = parse_number<std::size_t>(name, value, 1);
-    else if (name == "connect_timeout_s")
-      flags.connect_timeout_s = parse_number<double>(name, value, 0.1);
-    else if (name == "recovery_deadline_s")
-      flags.recovery_deadline_s = parse_number<double>(name, value, 0);
-    else if (name == "shutdown_wait_s")
-      flags.shutdown_wait_s = parse_number<double>(name, value, 0);
-    else
-      throw psflow::InvalidArgument("unknown flag '--" + name +
-                                    "' (see the comment at the top of examples/trainer/main.cpp)");
-  }
+  flags.cluster = cluster_task::parse_task_flags(
+      argc, argv, {"sync_replicas"}, [&](const std::string& name, const std::string& value) {
+        return set_flag(flags, name, value);
+      });
   if (flags.optimizer != "sgd" && flags.optimizer != "momentum" && flags.optimizer != "adagrad" &&
       flags.optimizer != "adam")
     throw psflow::InvalidArgument("--optimizer='" + flags.optimizer +
                                   "': choose sgd, momentum, adagrad or adam");
-  const int workers =
-      flags.distributed ? static_cast<int>(flags.task.cluster.num_tasks("worker")) : 1;
+  const int workers = static_cast<int>(flags.cluster.num_workers());
   if (flags.replicas_to_aggregate == 0) flags.replicas_to_aggregate = workers;
   if (flags.sync_replicas && flags.replicas_to_aggregate > workers)
     throw psflow::InvalidArgument(
@@ -301,8 +219,7 @@ struct Model {
   psflow::Operation decayed_train_op;
   std::unique_ptr<psflow::train::Optimizer> decayed_optimizer;
   // The end-of-training handshake (distributed only): see the comment at the top.
-  psflow::Operation workers_done_init, workers_done_add;
-  psflow::Output workers_done;
+  cluster_task::WorkersDone workers_done;
 };
 
 // `suffix` names a second instance (its slots and update ops): "Adam" + "_decayed".
@@ -318,26 +235,15 @@ std::unique_ptr<psflow::train::Optimizer> make_optimizer(const TrainerFlags& fla
   return std::make_unique<AdamOptimizer>(lr, 0.9, 0.999, 1e-8, "Adam" + suffix);
 }
 
-psflow::Output dense(psflow::Graph& graph, const std::string& name, psflow::Output x,
-                     std::size_t in, std::size_t out, std::uint64_t seed, bool relu) {
-  auto weights = psflow::get_variable(graph, name + "/weights", {in, out},
-                                      psflow::glorot_uniform_initializer(seed));
-  auto biases = psflow::get_variable(graph, name + "/biases", {out}, psflow::zeros_initializer());
-  auto scope = graph.name_scope(name);
-  psflow::Output y = psflow::ops::matmul(x, weights) + biases;
-  return relu ? psflow::ops::relu(y) : y;
-}
-
 Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
   Model m;
   {
     std::optional<psflow::ScopeGuard> placement;
-    if (flags.distributed) {
+    if (flags.cluster.distributed) {
       placement.emplace(graph.device(psflow::train::replica_device_setter(
-          {.worker_device = "/job:worker/task:" + std::to_string(flags.task.task_index),
-           .cluster = flags.task.cluster,
-           .ps_strategy = psflow::train::greedy_load_balancing_strategy(
-               flags.task.cluster.num_tasks("ps"))})));
+          {.worker_device = "/job:worker/task:" + std::to_string(flags.cluster.index()),
+           .cluster = flags.cluster.task.cluster,
+           .ps_strategy = psflow::train::greedy_load_balancing_strategy(flags.cluster.num_ps())})));
     }
     m.global_step = psflow::train::get_or_create_global_step(graph);
     m.images = psflow::ops::placeholder(graph, psflow::DType::float32, {-1, 784}, "images");
@@ -349,8 +255,7 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
         psflow::ops::softmax_cross_entropy_with_logits(m.labels, m.logits), {}, false, "loss");
     m.optimizer = make_optimizer(flags, flags.learning_rate);
     if (flags.sync_replicas) {
-      const int workers =
-          flags.distributed ? static_cast<int>(flags.task.cluster.num_tasks("worker")) : 1;
+      const int workers = static_cast<int>(flags.cluster.num_workers());
       m.sync = std::make_unique<psflow::train::SyncReplicasOptimizer>(
           *m.optimizer, flags.replicas_to_aggregate, workers,
           psflow::train::SyncReplicasOptions{
@@ -367,24 +272,8 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
       m.decayed_train_op = m.decayed_optimizer->minimize(m.loss, m.global_step);
     }
   }
-  if (flags.distributed) {
-    // A plain VariableV2 (not get_variable): outside the global variables, so neither saved nor
-    // restored nor waited for by the readiness check. On the chief's task.
-    auto on_chief = graph.device("/job:worker/task:0");
-    auto scope = graph.name_scope("trainer");
-    psflow::Output counter =
-        psflow::ops::variable(graph, {}, psflow::DType::int64, "trainer/workers_done");
-    auto colocated = graph.colocate_with(counter.op());
-    m.workers_done_init =
-        psflow::ops::assign(counter, psflow::ops::constant(graph, psflow::Tensor(std::int64_t{0})),
-                            true, "zero")
-            .op();
-    m.workers_done_add =
-        psflow::ops::assign_add(
-            counter, psflow::ops::constant(graph, psflow::Tensor(std::int64_t{1})), "report")
-            .op();
-    m.workers_done = psflow::ops::identity(counter, "read");
-  }
+  // The end-of-training handshake's counter (see the comment at the top).
+  if (flags.cluster.distributed) m.workers_done = cluster_task::build_workers_done(graph);
   return m;
 }
 
@@ -399,7 +288,7 @@ void print_placement(const psflow::Graph& graph, const TrainerFlags& flags) {
   std::size_t total = 0;
   for (const auto& v : psflow::global_variables(graph)) {
     std::string where = v.device().empty() ? "(this process)" : v.device();
-    if (flags.distributed) {
+    if (flags.cluster.distributed) {
       const psflow::DeviceSpec spec = psflow::DeviceSpec::parse(v.device());
       if (spec.job && spec.task)
         where = *spec.job + std::to_string(*spec.task) + " (" + v.device() + ")";
@@ -411,8 +300,8 @@ void print_placement(const psflow::Graph& graph, const TrainerFlags& flags) {
     total += bytes;
     load.names += (load.names.empty() ? "" : ", ") + v.name();
   }
-  if (flags.distributed)
-    for (std::size_t t = 0; t < flags.task.cluster.num_tasks("ps"); ++t) {
+  if (flags.cluster.distributed)
+    for (std::size_t t = 0; t < flags.cluster.num_ps(); ++t) {
       const std::string device = "/job:ps/task:" + std::to_string(t);
       by_device.try_emplace("ps" + std::to_string(t) + " (" + device + ")");
     }
@@ -441,48 +330,10 @@ double evaluate(psflow::Session& sess, const Model& m, const fashion_mnist::Data
   return static_cast<double>(correct) / static_cast<double>(test.size());
 }
 
-bool is_peer_gone(const psflow::Error& e) {
-  return e.code() == psflow::ErrorCode::unavailable || e.code() == psflow::ErrorCode::aborted;
-}
-
-// Chief only: wait until every other worker has reported done, then stop the ps tasks.
-void end_cluster(psflow::Server& server, psflow::Graph& graph, const Model& m,
-                 const TrainerFlags& flags) {
-  const std::size_t others = flags.task.cluster.num_tasks("worker") - 1;
-  std::int64_t reported = 0;
-  if (others > 0) {
-    psflow::Session sess(graph, server.target());
-    const auto started = Clock::now();
-    auto last_log = started;
-    for (;;) {
-      reported = sess.run({m.workers_done})[0].scalar<std::int64_t>();
-      if (reported >= static_cast<std::int64_t>(others) ||
-          seconds_since(started) > flags.shutdown_wait_s)
-        break;
-      if (seconds_since(last_log) > 5) {
-        log(format("waiting for the other workers to finish: %lld of %zu done",
-                   static_cast<long long>(reported), others));
-        last_log = Clock::now();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    log(format("%lld of %zu other workers reported done after %.2f s",
-               static_cast<long long>(reported), others, seconds_since(started)));
-  }
-  if (reported < static_cast<std::int64_t>(others)) {
-    log("not every worker finished within --shutdown_wait_s: asking the unfinished ones to stop");
-    for (std::size_t t = 1; t <= others; ++t)
-      server.stop_task("worker", t, std::chrono::milliseconds(1000));
-  }
-  const std::size_t stopped = server.stop_job("ps");
-  log(format("asked the ps tasks to stop: %zu of %zu acknowledged", stopped,
-             flags.task.cluster.num_tasks("ps")));
-}
-
 int run_worker(const TrainerFlags& flags, psflow::Server* server) {
-  const bool chief = !flags.distributed || flags.task.task_index == 0;
-  const std::size_t num_workers = flags.distributed ? flags.task.cluster.num_tasks("worker") : 1;
-  const std::size_t index = flags.distributed ? flags.task.task_index : 0;
+  const bool chief = flags.cluster.chief();
+  const std::size_t num_workers = flags.cluster.num_workers();
+  const std::size_t index = flags.cluster.index();
   const std::string target = server ? server->target() : "";
 
   // Data first: a missing or corrupt file fails before we join the cluster.
@@ -513,128 +364,93 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
                static_cast<long long>(flags.train_steps), flags.batch_size, schedule.c_str()));
   }
 
-  bool training_ended = false;
-  try {
-    if (chief && server) {  // zero the handshake counter before the model can be ready
-      psflow::Session sess(graph, target);
-      sess.run(m.workers_done_init);
-    }
-    psflow::train::MonitoredTrainingSessionOptions options;
-    options.master = target;
-    options.is_chief = chief;
-    options.checkpoint_dir = flags.checkpoint_dir;
-    options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
-    if (m.sync) options.hooks.push_back(m.sync->make_session_run_hook(chief));
-    if (flags.save_checkpoint_steps > 0)
-      options.save_checkpoint_steps = flags.save_checkpoint_steps;
-    options.log_step_count_steps = 0;  // we log global steps/sec with the loss
-    options.recovery_deadline_secs = flags.recovery_deadline_s;
-    psflow::train::MonitoredTrainingSession mon_sess(graph, options);
+  return cluster_task::run_worker_protocol(
+      flags.cluster, server, graph, m.workers_done, [&](bool& training_ended) {
+        psflow::train::MonitoredTrainingSessionOptions options;
+        options.master = target;
+        options.is_chief = chief;
+        options.checkpoint_dir = flags.checkpoint_dir;
+        options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
+        if (m.sync) options.hooks.push_back(m.sync->make_session_run_hook(chief));
+        if (flags.save_checkpoint_steps > 0)
+          options.save_checkpoint_steps = flags.save_checkpoint_steps;
+        options.log_step_count_steps = 0;  // we log global steps/sec with the loss
+        options.recovery_deadline_secs = flags.cluster.recovery_deadline_s;
+        auto mon_sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
 
-    fashion_mnist::BatchIterator batches(*train, flags.batch_size, flags.seed + index);
-    const auto started = Clock::now();
-    auto window_started = started;
-    // The global step so far (more than 0 after a restore, or when joining late).
-    std::int64_t step =
-        mon_sess.raw_session().run({m.global_step.value()})[0].scalar<std::int64_t>();
-    const std::int64_t first_step = step;
-    log(format("worker %zu: starting at global step %lld", index, static_cast<long long>(step)));
-    std::int64_t window_step = step, local_steps = 0;
-    std::int64_t next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
-    double loss = 0;
-    bool announced_decay = false;
-    while (!mon_sess.should_stop()) {
-      fashion_mnist::Batch batch = batches.next();
-      // The global step we last saw (+1: this step's) picks the learning rate.
-      const bool decayed = m.decay_step >= 0 && step + 1 > m.decay_step;
-      if (decayed && !announced_decay && chief)
-        log(format("global step %lld: learning rate now %g", static_cast<long long>(step),
-                   flags.learning_rate * flags.lr_decay));
-      announced_decay = announced_decay || decayed;
-      auto values = mon_sess.run({m.loss, m.global_step.value()},
-                                 {{m.images, batch.images}, {m.labels, batch.labels}},
-                                 {decayed ? m.decayed_train_op : m.train_op});
-      loss = values[0].scalar<float>();
-      step = values[1].scalar<std::int64_t>() + 1;  // read before or after this step's increment
-      ++local_steps;
-      if (chief && step >= next_log) {
+        fashion_mnist::BatchIterator batches(*train, flags.batch_size, flags.seed + index);
+        const auto started = Clock::now();
+        auto window_started = started;
+        // The global step so far (more than 0 after a restore, or when joining late).
+        std::int64_t step =
+            mon_sess->raw_session().run({m.global_step.value()})[0].scalar<std::int64_t>();
+        const std::int64_t first_step = step;
+        log(format("worker %zu: starting at global step %lld", index,
+                   static_cast<long long>(step)));
+        std::int64_t window_step = step, local_steps = 0;
+        std::int64_t next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
+        double loss = 0;
+        bool announced_decay = false;
+        while (!mon_sess->should_stop()) {
+          fashion_mnist::Batch batch = batches.next();
+          // The global step we last saw (+1: this step's) picks the learning rate.
+          const bool decayed = m.decay_step >= 0 && step + 1 > m.decay_step;
+          if (decayed && !announced_decay && chief)
+            log(format("global step %lld: learning rate now %g", static_cast<long long>(step),
+                       flags.learning_rate * flags.lr_decay));
+          announced_decay = announced_decay || decayed;
+          auto values = mon_sess->run({m.loss, m.global_step.value()},
+                                      {{m.images, batch.images}, {m.labels, batch.labels}},
+                                      {decayed ? m.decayed_train_op : m.train_op});
+          loss = values[0].scalar<float>();
+          step =
+              values[1].scalar<std::int64_t>() + 1;  // read before or after this step's increment
+          ++local_steps;
+          if (chief && step >= next_log) {
+            log(
+                format("global step %lld: loss %.4f, %.1f global steps/s (epoch %zu of this "
+                       "worker's shard)",
+                       static_cast<long long>(step), loss,
+                       static_cast<double>(step - window_step) / seconds_since(window_started),
+                       batches.epoch()));
+            window_started = Clock::now();
+            window_step = step;
+            next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
+          }
+        }
+        training_ended = true;
+        const double elapsed = seconds_since(started);
         log(format(
-            "global step %lld: loss %.4f, %.1f global steps/s (epoch %zu of this worker's shard)",
-            static_cast<long long>(step), loss,
-            static_cast<double>(step - window_step) / seconds_since(window_started),
-            batches.epoch()));
-        window_started = Clock::now();
-        window_step = step;
-        next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
-      }
-    }
-    training_ended = true;
-    const double elapsed = seconds_since(started);
-    log(format(
-        "worker %zu done: global step %lld after %.1f s, %.1f global steps/s; this worker ran %lld "
-        "steps "
-        "(%.1f/s), last loss %.4f",
-        index, static_cast<long long>(step), elapsed,
-        static_cast<double>(step - first_step) / elapsed, static_cast<long long>(local_steps),
-        static_cast<double>(local_steps) / elapsed, loss));
+            "worker %zu done: global step %lld after %.1f s, %.1f global steps/s; "
+            "this worker ran %lld steps (%.1f/s), last loss %.4f",
+            index, static_cast<long long>(step), elapsed,
+            static_cast<double>(step - first_step) / elapsed, static_cast<long long>(local_steps),
+            static_cast<double>(local_steps) / elapsed, loss));
 
-    if (chief) {
-      const auto eval_started = Clock::now();
-      const double accuracy = evaluate(mon_sess.raw_session(), m, *test, flags.eval_batch_size);
-      std::printf("test accuracy: %.4f\n", accuracy);
-      std::fflush(stdout);
-      log(format("evaluated %zu test examples in %.2f s", test->size(),
-                 seconds_since(eval_started)));
-      mon_sess.close();  // the final checkpoint, while the ps tasks still serve
-      if (server) end_cluster(*server, graph, m, flags);
-      return 0;
-    }
-    mon_sess.close();  // our last use of the ps tasks
-    if (server && server->stopped()) {
-      log("the chief has already ended training (it stopped this task); not reporting");
-    } else if (server) {
-      psflow::Session sess(graph, target);
-      sess.run(m.workers_done_add);
-      log("reported done to the chief");
-    }
-    return 0;
-  } catch (const psflow::Error& e) {
-    if (!chief && is_peer_gone(e) && (training_ended || (server && server->stopped()))) {
-      log(std::string("training is over (") +
-          (training_ended ? "our loop had ended" : "the chief stopped this task") +
-          "); ignoring: " + e.what());
-      return 0;
-    }
-    if (chief && server) {
-      log(std::string("failed: ") + e.what() + "; asking the ps tasks to stop");
-      server->stop_job("ps", std::chrono::milliseconds(2000));
-    }
-    throw;
-  }
+        if (chief) {
+          const auto eval_started = Clock::now();
+          const double accuracy =
+              evaluate(mon_sess->raw_session(), m, *test, flags.eval_batch_size);
+          std::printf("test accuracy: %.4f\n", accuracy);
+          std::fflush(stdout);
+          log(format("evaluated %zu test examples in %.2f s", test->size(),
+                     seconds_since(eval_started)));
+        }
+        return mon_sess;
+      });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    limit_blas_threads();
-    const TrainerFlags flags = parse_flags(argc, argv);
-    if (!flags.distributed) return run_worker(flags, nullptr);
-    if (flags.task.job_name != "ps" && flags.task.job_name != "worker")
-      throw psflow::InvalidArgument("--job_name='" + flags.task.job_name +
-                                    "': this trainer runs ps and worker tasks");
-    psflow::ServerOptions options;
-    options.connect_timeout =
-        std::chrono::milliseconds(static_cast<long>(flags.connect_timeout_s * 1000));
-    psflow::Server server(flags.task.cluster, flags.task.job_name, flags.task.task_index, options);
-    if (flags.task.job_name == "ps") {
-      server.join();  // until the chief says training is over
-      return 0;
-    }
-    return run_worker(flags, &server);
-  } catch (
-      const std::exception& e) {  // psflow::Error says what to do; others at least what went wrong
-    std::cerr << "trainer: " << e.what() << "\n";
-    return 1;
-  }
+  cluster_task::program_name() = "trainer";
+  std::optional<TrainerFlags> flags;
+  return cluster_task::run_task(
+      [&] {
+        flags = parse_flags(argc, argv);
+        return flags->cluster;
+      },
+      [&](const cluster_task::TaskOptions&, psflow::Server* server) {
+        return run_worker(*flags, server);
+      });
 }

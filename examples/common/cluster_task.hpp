@@ -1,0 +1,289 @@
+// What the example trainers (examples/trainer, examples/ctr) share: flag parsing with TF's
+// --ps_hosts/--worker_hosts/--job_name/--task_index (or TF_CONFIG), one BLAS thread per
+// process, logging, and the end of a training run, where the chief stops the ps tasks only
+// after every other worker has said it is done (the handshake is explained in
+// examples/trainer/main.cpp, at the top).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <psflow/psflow.hpp>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+// OpenBLAS's own threads (one per core, busy-waiting between calls) fight psflow's inter-op
+// threads and the other tasks on the same cores: with them a step costs 2-3 times the CPU.
+// Weak, so that the program still links against another BLAS.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace cluster_task {
+
+using Clock = std::chrono::steady_clock;
+
+// One BLAS thread per process unless OPENBLAS_NUM_THREADS says otherwise: psflow already runs
+// independent ops in parallel, and a cluster's tasks share the machine's cores.
+inline void limit_blas_threads() {
+  const char* env = std::getenv("OPENBLAS_NUM_THREADS");
+  if (openblas_set_num_threads && !(env && *env)) openblas_set_num_threads(1);
+}
+
+// The program's name, for log lines ("[trainer] ...") and errors.
+inline std::string& program_name() {
+  static std::string name = "example";
+  return name;
+}
+
+inline void log(const std::string& line) {
+  std::fprintf(stderr, "[%s] %s\n", program_name().c_str(), line.c_str());
+}
+
+inline std::string format(const char* fmt, auto... args) {
+  char text[512];
+  std::snprintf(text, sizeof text, fmt, args...);
+  return text;
+}
+
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// `text` as a number >= min, or InvalidArgument naming the flag and where its doc is.
+template <class T>
+T parse_number(const std::string& name, const std::string& text, T min) {
+  std::size_t used = 0;
+  T value{};
+  try {
+    if constexpr (std::is_floating_point_v<T>)
+      value = static_cast<T>(std::stod(text, &used));
+    else
+      value = static_cast<T>(std::stoll(text, &used));
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < min)
+    throw psflow::InvalidArgument(
+        "--" + name + "='" + text + "' is not a number >= " + std::to_string(min) +
+        " (see the comment at the top of examples/" + program_name() + "/main.cpp)");
+  return value;
+}
+
+// The flags every example task takes; the example's own flags go to `example_flag`.
+struct TaskOptions {
+  bool distributed = false;  // --job_name or TF_CONFIG given: one task of a cluster
+  psflow::TaskFlags task;
+  double connect_timeout_s = 30;    // how long to wait for a task that is not up yet
+  double recovery_deadline_s = 60;  // how long MonitoredTrainingSession retries after a failure
+  double shutdown_wait_s = 60;      // chief: how long to wait for the other workers to finish
+
+  bool chief() const { return !distributed || task.task_index == 0; }
+  std::size_t num_workers() const { return distributed ? task.cluster.num_tasks("worker") : 1; }
+  std::size_t num_ps() const { return distributed ? task.cluster.num_tasks("ps") : 0; }
+  std::size_t index() const { return distributed ? task.task_index : 0; }
+};
+
+// Parses argv: the cluster flags, the common ones above, and calls
+// example_flag(name, value) for every other "--name=value" / "--name value"; it returns false
+// for a name it does not know. `switches` are flags that may stand alone ("--sync_replicas").
+inline TaskOptions parse_task_flags(
+    int argc, char** argv, const std::vector<std::string>& switches,
+    const std::function<bool(const std::string& name, const std::string& value)>& example_flag) {
+  TaskOptions options;
+  std::vector<std::string> args(argv, argv + argc);
+  const char* tf_config = std::getenv("TF_CONFIG");
+  const bool have_tf_config = tf_config && *tf_config;
+  bool has_job = false;
+  for (const auto& a : args)
+    has_job = has_job || a.rfind("--job_name", 0) == 0 || a.rfind("-job_name", 0) == 0;
+  options.distributed = has_job || have_tf_config;
+  std::vector<std::string> rest = args;
+  if (options.distributed) {
+    options.task = psflow::TaskFlags::parse(
+        args, have_tf_config ? std::optional<std::string_view>(tf_config) : std::nullopt);
+    rest = options.task.remaining_args;
+  } else {
+    for (const auto& a : args)
+      if (a.rfind("--ps_hosts", 0) == 0 || a.rfind("--worker_hosts", 0) == 0 ||
+          a.rfind("--task_index", 0) == 0)
+        throw psflow::InvalidArgument(
+            "'" + a +
+            "' without --job_name: pass --job_name=ps or --job_name=worker (and "
+            "--task_index) to run one task of a cluster, or none of these flags to "
+            "train in this process");
+  }
+  for (std::size_t i = 1; i < rest.size(); ++i) {
+    std::string arg = rest[i];
+    if (arg.rfind("--", 0) != 0) throw psflow::InvalidArgument("unexpected argument '" + arg + "'");
+    arg = arg.substr(2);
+    std::string name = arg, value;
+    if (std::find(switches.begin(), switches.end(), arg) != switches.end()) {
+      example_flag(arg, "true");
+      continue;
+    }
+    if (const auto eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < rest.size()) {
+      value = rest[++i];
+    } else {
+      throw psflow::InvalidArgument("flag --" + name + " needs a value (--" + name + "=<value>)");
+    }
+    if (name == "connect_timeout_s")
+      options.connect_timeout_s = parse_number<double>(name, value, 0.1);
+    else if (name == "recovery_deadline_s")
+      options.recovery_deadline_s = parse_number<double>(name, value, 0);
+    else if (name == "shutdown_wait_s")
+      options.shutdown_wait_s = parse_number<double>(name, value, 0);
+    else if (!example_flag(name, value))
+      throw psflow::InvalidArgument("unknown flag '--" + name +
+                                    "' (see the comment at the top of examples/" + program_name() +
+                                    "/main.cpp)");
+  }
+  return options;
+}
+
+// The end-of-training handshake's counter: an int64 on the chief's task (/job:worker/task:0),
+// a plain VariableV2 outside the global variables (never saved, restored or waited for).
+struct WorkersDone {
+  psflow::Operation zero, report;
+  psflow::Output value;
+};
+
+inline WorkersDone build_workers_done(psflow::Graph& graph) {
+  auto on_chief = graph.device("/job:worker/task:0");
+  auto scope = graph.name_scope(program_name());
+  WorkersDone done;
+  psflow::Output counter =
+      psflow::ops::variable(graph, {}, psflow::DType::int64, program_name() + "/workers_done");
+  auto colocated = graph.colocate_with(counter.op());
+  done.zero =
+      psflow::ops::assign(counter, psflow::ops::constant(graph, psflow::Tensor(std::int64_t{0})),
+                          true, "zero")
+          .op();
+  done.report =
+      psflow::ops::assign_add(
+          counter, psflow::ops::constant(graph, psflow::Tensor(std::int64_t{1})), "report")
+          .op();
+  done.value = psflow::ops::identity(counter, "read");
+  return done;
+}
+
+inline bool is_peer_gone(const psflow::Error& e) {
+  return e.code() == psflow::ErrorCode::unavailable || e.code() == psflow::ErrorCode::aborted;
+}
+
+// Chief only: waits until every other worker has reported done (or --shutdown_wait_s), asks the
+// unfinished ones to stop, then stops the ps tasks.
+inline void end_cluster(psflow::Server& server, psflow::Graph& graph, const WorkersDone& done,
+                        const TaskOptions& options) {
+  const std::size_t others = options.num_workers() - 1;
+  std::int64_t reported = 0;
+  if (others > 0) {
+    psflow::Session sess(graph, server.target());
+    const auto started = Clock::now();
+    auto last_log = started;
+    for (;;) {
+      reported = sess.run({done.value})[0].scalar<std::int64_t>();
+      if (reported >= static_cast<std::int64_t>(others) ||
+          seconds_since(started) > options.shutdown_wait_s)
+        break;
+      if (seconds_since(last_log) > 5) {
+        log(format("waiting for the other workers to finish: %lld of %zu done",
+                   static_cast<long long>(reported), others));
+        last_log = Clock::now();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    log(format("%lld of %zu other workers reported done after %.2f s",
+               static_cast<long long>(reported), others, seconds_since(started)));
+  }
+  if (reported < static_cast<std::int64_t>(others)) {
+    log("not every worker finished within --shutdown_wait_s: asking the unfinished ones to stop");
+    for (std::size_t t = 1; t <= others; ++t)
+      server.stop_task("worker", t, std::chrono::milliseconds(1000));
+  }
+  const std::size_t stopped = server.stop_job("ps");
+  log(format("asked the ps tasks to stop: %zu of %zu acknowledged", stopped, options.num_ps()));
+}
+
+// One worker's run inside the end-of-training protocol. `train` trains with a
+// MonitoredTrainingSession until it should stop, sets `training_ended`, and (chief) evaluates;
+// it returns the session, still open. Then: the chief closes it (final checkpoint) and ends the
+// cluster; another worker closes it (its last use of the ps) and reports done. Failures after
+// the chief ended training are a clean end for a non-chief (see examples/trainer/main.cpp).
+inline int run_worker_protocol(
+    const TaskOptions& options, psflow::Server* server, psflow::Graph& graph,
+    const WorkersDone& done,
+    const std::function<
+        std::unique_ptr<psflow::train::MonitoredTrainingSession>(bool& training_ended)>& train) {
+  const bool chief = options.chief();
+  bool training_ended = false;
+  try {
+    if (chief && server) {  // zero the handshake counter before the model can be ready
+      psflow::Session sess(graph, server->target());
+      sess.run(done.zero);
+    }
+    auto session = train(training_ended);
+    session->close();
+    if (chief) {
+      if (server) end_cluster(*server, graph, done, options);
+      return 0;
+    }
+    if (server && server->stopped()) {
+      log("the chief has already ended training (it stopped this task); not reporting");
+    } else if (server) {
+      psflow::Session sess(graph, server->target());
+      sess.run(done.report);
+      log("reported done to the chief");
+    }
+    return 0;
+  } catch (const psflow::Error& e) {
+    if (!chief && is_peer_gone(e) && (training_ended || (server && server->stopped()))) {
+      log(std::string("training is over (") +
+          (training_ended ? "our loop had ended" : "the chief stopped this task") +
+          "); ignoring: " + e.what());
+      return 0;
+    }
+    if (chief && server) {
+      log(std::string("failed: ") + e.what() + "; asking the ps tasks to stop");
+      server->stop_job("ps", std::chrono::milliseconds(2000));
+    }
+    throw;
+  }
+}
+
+// main(): parses nothing itself; runs this task. A ps serves until the chief stops it; a worker
+// (or the whole program, without --job_name) runs worker(server or nullptr). Errors are printed
+// as "<program>: <what to do>" and exit 1.
+inline int run_task(const std::function<TaskOptions()>& parse,
+                    const std::function<int(const TaskOptions&, psflow::Server*)>& worker) {
+  try {
+    limit_blas_threads();
+    const TaskOptions options = parse();
+    if (!options.distributed) return worker(options, nullptr);
+    if (options.task.job_name != "ps" && options.task.job_name != "worker")
+      throw psflow::InvalidArgument("--job_name='" + options.task.job_name +
+                                    "': " + program_name() + " runs ps and worker tasks");
+    psflow::ServerOptions server_options;
+    server_options.connect_timeout =
+        std::chrono::milliseconds(static_cast<long>(options.connect_timeout_s * 1000));
+    psflow::Server server(options.task.cluster, options.task.job_name, options.task.task_index,
+                          server_options);
+    if (options.task.job_name == "ps") {
+      server.join();  // until the chief says training is over
+      return 0;
+    }
+    return worker(options, &server);
+  } catch (const std::exception& e) {  // psflow::Error says what to do; others what went wrong
+    std::cerr << program_name() << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace cluster_task

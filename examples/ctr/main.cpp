@@ -1,0 +1,362 @@
+// A click-through-rate trainer: TF1's wide-and-deep model on partitioned embedding tables, the
+// model parameter servers exist for. Tasks and flags as examples/trainer's:
+//
+//   ctr --ps_hosts=h0:2222,h1:2222 --worker_hosts=h2:2222,h3:2222 --job_name=ps --task_index=0
+//   ctr ... --job_name=worker --task_index=0
+//   ctr                           # no --job_name: everything in this process
+//
+// (examples/ctr/run_local_cluster.sh --ps 2 --workers 2 starts such a cluster on loopback.)
+//
+// Model (--data=clicks, the default): each example is F + C hashed feature ids (click_log.hpp:
+// 8 categorical fields and 3 crosses) into tables of --table_rows rows (default 2^22), both
+// partitioned over every ps task (fixed_size_partitioner(number of ps tasks), so
+// replica_device_setter puts one shard of each on each ps):
+//   wide   "wide" [rows, 1]: the sum of the example's rows, a logistic regression on hashed
+//          features, trained with FtrlOptimizer (l1 drives rare features' weights to 0);
+//   deep   "deep" [rows, --dim]: the example's F + C rows concatenated, then a relu layer of
+//          --hidden units and a linear unit, trained with AdagradOptimizer;
+//   logit = wide + deep + bias, loss = mean sigmoid cross-entropy. One backward pass; the
+//   gradients of "wide" go to FTRL, the others to Adagrad (TF's DNNLinearCombinedClassifier).
+// Only the rows of a batch's distinct ids travel between worker and ps, both ways.
+//
+// At the end the chief prints the test AUC and log-loss of --test_examples held-out examples,
+// beside the best achievable ones (the true model's: click_log.hpp):
+//   test auc: 0.XXXX (best achievable 0.XXXX)
+//   test log-loss: 0.XXXX (best achievable 0.XXXX)
+//
+// --data=fashion_mnist: the images as bags of hashed pixel and pixel-pair features
+// (sparse_fashion_mnist.hpp), 10 classes: the wide part sums [rows, 10] rows
+// (embedding_lookup_sparse, combiner "sum"), the deep part averages [rows, dim] rows (combiner
+// "sqrtn") into a relu layer and 10 linear units; softmax cross-entropy. Prints
+//   test accuracy: 0.XXXX
+//
+// Flags (defaults in parentheses), besides examples/trainer's --ps_hosts --worker_hosts
+// --job_name --task_index --connect_timeout_s --recovery_deadline_s --shutdown_wait_s:
+//   --data (clicks)            clicks | fashion_mnist
+//   --table_rows (4194304)     rows of each hashed table
+//   --dim (8)                  floats per row of the deep table
+//   --hidden (64)              relu units of the deep part
+//   --train_steps (6000)       global steps, all workers together
+//   --batch_size (256)         examples per step and worker
+//   --wide_learning_rate (0.5) --l1 (0) --l2 (0)   FTRL
+//   --deep_learning_rate (0.2)                           Adagrad
+//   --test_examples (100000)   clicks: held-out examples evaluated by the chief
+//   --eval_batch_size (5000)
+//   --data_dir (/usr/share/datasets/fashion-mnist)
+//   --checkpoint_dir ("")      the chief restores from / saves to it
+//   --seed (1)                 the click log's seed (its true model), and the deep init
+//   --log_every_steps (500)
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <psflow/psflow.hpp>
+#include <string>
+#include <vector>
+
+#include "common/cluster_task.hpp"
+#include "common/dense_layer.hpp"
+#include "ctr/click_log.hpp"
+#include "ctr/metrics.hpp"
+#include "ctr/sparse_fashion_mnist.hpp"
+
+namespace {
+
+using example_layers::dense;
+
+using cluster_task::format;
+using cluster_task::log;
+using cluster_task::parse_number;
+using cluster_task::seconds_since;
+using Clock = cluster_task::Clock;
+namespace ops = psflow::ops;
+
+struct CtrFlags {
+  std::string data = "clicks";
+  std::size_t table_rows = std::size_t{1} << 22;
+  std::size_t dim = 8;
+  std::size_t hidden = 64;
+  std::int64_t train_steps = 6000;
+  std::size_t batch_size = 256;
+  double wide_learning_rate = 0.5;
+  double l1 = 0;
+  double l2 = 0;
+  double deep_learning_rate = 0.2;
+  std::size_t test_examples = 100000;
+  std::size_t eval_batch_size = 5000;
+  std::string data_dir = fashion_mnist::kDefaultDir;
+  std::string checkpoint_dir;
+  std::uint64_t seed = 1;
+  std::int64_t log_every_steps = 500;
+};
+
+bool set_flag(CtrFlags& f, const std::string& name, const std::string& value) {
+  if (name == "data") {
+    if (value != "clicks" && value != "fashion_mnist")
+      throw psflow::InvalidArgument("--data='" + value + "': choose clicks or fashion_mnist");
+    f.data = value;
+  } else if (name == "table_rows") {
+    f.table_rows = parse_number<std::size_t>(name, value, 1);
+  } else if (name == "dim") {
+    f.dim = parse_number<std::size_t>(name, value, 1);
+  } else if (name == "hidden") {
+    f.hidden = parse_number<std::size_t>(name, value, 1);
+  } else if (name == "train_steps") {
+    f.train_steps = parse_number<std::int64_t>(name, value, 1);
+  } else if (name == "batch_size") {
+    f.batch_size = parse_number<std::size_t>(name, value, 1);
+  } else if (name == "wide_learning_rate") {
+    f.wide_learning_rate = parse_number<double>(name, value, 1e-12);
+  } else if (name == "l1") {
+    f.l1 = parse_number<double>(name, value, 0);
+  } else if (name == "l2") {
+    f.l2 = parse_number<double>(name, value, 0);
+  } else if (name == "deep_learning_rate") {
+    f.deep_learning_rate = parse_number<double>(name, value, 1e-12);
+  } else if (name == "test_examples") {
+    f.test_examples = parse_number<std::size_t>(name, value, 1);
+  } else if (name == "eval_batch_size") {
+    f.eval_batch_size = parse_number<std::size_t>(name, value, 1);
+  } else if (name == "data_dir") {
+    f.data_dir = value;
+  } else if (name == "checkpoint_dir") {
+    f.checkpoint_dir = value;
+  } else if (name == "seed") {
+    f.seed = parse_number<std::uint64_t>(name, value, 0);
+  } else if (name == "log_every_steps") {
+    f.log_every_steps = parse_number<std::int64_t>(name, value, 1);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// ---- the model -------------------------------------------------------------------------------
+
+struct Model {
+  // clicks: ids [-1, features] and labels [-1]; fashion_mnist: a SparseTensor of ids and one-hot
+  // labels [-1, 10].
+  psflow::Output ids, labels;
+  psflow::SparseTensor sparse_ids;
+  psflow::Output logits, loss;
+  psflow::Variable global_step;
+  psflow::Operation train_op;
+  std::unique_ptr<psflow::train::FtrlOptimizer> wide_optimizer;
+  std::unique_ptr<psflow::train::AdagradOptimizer> deep_optimizer;
+  cluster_task::WorkersDone workers_done;
+};
+
+Model build_model(psflow::Graph& graph, const CtrFlags& flags,
+                  const cluster_task::TaskOptions& task, std::size_t features) {
+  Model m;
+  std::optional<psflow::ScopeGuard> placement;
+  if (task.distributed)
+    placement.emplace(graph.device(psflow::train::replica_device_setter(
+        {.worker_device = "/job:worker/task:" + std::to_string(task.index()),
+         .cluster = task.task.cluster})));
+  const std::size_t shards = std::max<std::size_t>(1, task.num_ps());
+  const bool images = flags.data == "fashion_mnist";
+  const std::size_t classes = images ? 10 : 1;
+  m.global_step = psflow::train::get_or_create_global_step(graph);
+  auto wide =
+      psflow::get_variable(graph, "wide", {flags.table_rows, classes}, psflow::zeros_initializer(),
+                           psflow::fixed_size_partitioner(shards));
+  auto deep = psflow::get_variable(graph, "deep", {flags.table_rows, flags.dim},
+                                   psflow::random_normal_initializer(0, 0.05, flags.seed),
+                                   psflow::fixed_size_partitioner(shards));
+  auto bias = psflow::get_variable(graph, "bias", {classes}, psflow::zeros_initializer());
+  psflow::Output wide_logits, deep_input;
+  std::size_t deep_width = 0;
+  if (images) {
+    m.sparse_ids = {ops::placeholder(graph, psflow::DType::int64, {-1, 2}, "sp_indices"),
+                    ops::placeholder(graph, psflow::DType::int64, {-1}, "sp_ids"),
+                    ops::placeholder(graph, psflow::DType::int64, {2}, "sp_shape")};
+    m.labels = ops::placeholder(graph, psflow::DType::float32, {-1, 10}, "labels");
+    wide_logits = ops::embedding_lookup_sparse(wide, m.sparse_ids, "sum");
+    deep_input = ops::embedding_lookup_sparse(deep, m.sparse_ids, "sqrtn");
+    deep_width = flags.dim;
+  } else {
+    const auto f = static_cast<std::int64_t>(features);
+    m.ids = ops::placeholder(graph, psflow::DType::int64, {-1, f}, "ids");
+    m.labels = ops::placeholder(graph, psflow::DType::float32, {-1}, "labels");
+    wide_logits = ops::reduce_sum(ops::embedding_lookup(wide, m.ids), {1});  // [-1, 1]
+    deep_width = features * flags.dim;
+    deep_input = ops::reshape(ops::embedding_lookup(deep, m.ids),
+                              {-1, static_cast<std::int64_t>(deep_width)});
+  }
+  psflow::Output hidden = dense(graph, "hidden", deep_input, deep_width, flags.hidden, 2, true);
+  psflow::Output deep_logits = dense(graph, "logits", hidden, flags.hidden, classes, 3, false);
+  m.logits = wide_logits + deep_logits + bias.value();
+  if (images) {
+    m.loss = ops::reduce_mean(ops::softmax_cross_entropy_with_logits(m.labels, m.logits), {}, false,
+                              "loss");
+  } else {
+    m.logits = ops::reshape(m.logits, {-1});
+    m.loss = ops::reduce_mean(ops::sigmoid_cross_entropy_with_logits(m.labels, m.logits), {}, false,
+                              "loss");
+  }
+  // One backward pass; the wide table's gradients to FTRL, every other one to Adagrad.
+  m.wide_optimizer = std::make_unique<psflow::train::FtrlOptimizer>(flags.wide_learning_rate, -0.5,
+                                                                    0.1, flags.l1, flags.l2);
+  m.deep_optimizer = std::make_unique<psflow::train::AdagradOptimizer>(flags.deep_learning_rate);
+  psflow::train::GradsAndVars wide_grads, deep_grads;
+  const auto wide_parts = wide.partitions();
+  for (auto& gv : m.deep_optimizer->compute_gradients(m.loss)) {
+    const bool is_wide =
+        std::find(wide_parts.begin(), wide_parts.end(), gv.second) != wide_parts.end();
+    (is_wide ? wide_grads : deep_grads).push_back(gv);
+  }
+  psflow::Operation wide_update = m.wide_optimizer->apply_gradients(wide_grads);
+  psflow::Operation deep_update = m.deep_optimizer->apply_gradients(deep_grads, m.global_step);
+  m.train_op = ops::group({wide_update, deep_update}, "train");
+  placement.reset();
+  if (task.distributed) m.workers_done = cluster_task::build_workers_done(graph);
+  return m;
+}
+
+// ---- data ------------------------------------------------------------------------------------
+
+// The feeds of one batch.
+psflow::FeedMap click_feeds(const Model& m, const ctr::ClickBatch& b) {
+  return {{m.ids, psflow::Tensor::from_vector(b.ids, {b.size(), b.num_features})},
+          {m.labels, psflow::Tensor::from_vector(b.labels, {b.size()})}};
+}
+
+psflow::FeedMap image_feeds(const Model& m, const ctr::SparseImageBatch& b) {
+  std::vector<float> one_hot(b.size() * 10, 0.0f);
+  for (std::size_t i = 0; i < b.size(); ++i)
+    one_hot[i * 10 + static_cast<std::size_t>(b.labels[i])] = 1.0f;
+  return {{m.sparse_ids.indices, psflow::Tensor::from_vector(b.indices, {b.ids.size(), 2})},
+          {m.sparse_ids.values, psflow::Tensor::from_vector(b.ids, {b.ids.size()})},
+          {m.sparse_ids.dense_shape,
+           psflow::Tensor::from_vector<std::int64_t>(
+               {static_cast<std::int64_t>(b.size()), std::max<std::int64_t>(1, b.max_ids)})},
+          {m.labels, psflow::Tensor::from_vector(one_hot, {b.size(), 10})}};
+}
+
+// ---- evaluation ------------------------------------------------------------------------------
+
+void evaluate_clicks(psflow::Session& sess, const Model& m, const ctr::ClickLog& clicks,
+                     const CtrFlags& flags) {
+  std::vector<double> predicted;
+  std::vector<float> labels;
+  for (std::size_t begin = 0; begin < flags.test_examples; begin += flags.eval_batch_size) {
+    const std::size_t count = std::min(flags.eval_batch_size, flags.test_examples - begin);
+    const ctr::ClickBatch b = clicks.test_batch(begin, count);
+    const psflow::Tensor logits = sess.run({m.logits}, click_feeds(m, b))[0];
+    for (float z : logits.values<float>()) predicted.push_back(1.0 / (1.0 + std::exp(-z)));
+    labels.insert(labels.end(), b.labels.begin(), b.labels.end());
+  }
+  std::printf("test auc: %.4f (best achievable %.4f)\n", ctr::auc(predicted, labels),
+              ctr::best_auc(clicks, flags.test_examples));
+  std::printf("test log-loss: %.4f (best achievable %.4f)\n", ctr::log_loss(predicted, labels),
+              ctr::best_log_loss(clicks, flags.test_examples));
+  std::fflush(stdout);
+}
+
+void evaluate_images(psflow::Session& sess, const Model& m,
+                     const std::vector<ctr::SparseImage>& test, const CtrFlags& flags) {
+  std::size_t correct = 0;
+  for (std::size_t begin = 0; begin < test.size(); begin += flags.eval_batch_size) {
+    const std::size_t count = std::min(flags.eval_batch_size, test.size() - begin);
+    const ctr::SparseImageBatch b = ctr::sparse_image_batch(test, begin, count);
+    const psflow::Tensor logits = sess.run({m.logits}, image_feeds(m, b))[0];
+    const float* row = logits.data<float>();
+    for (std::size_t i = 0; i < count; ++i, row += 10)
+      correct += (std::max_element(row, row + 10) - row) == b.labels[i];
+  }
+  std::printf("test accuracy: %.4f\n",
+              static_cast<double>(correct) / static_cast<double>(test.size()));
+  std::fflush(stdout);
+}
+
+// ---- training --------------------------------------------------------------------------------
+
+int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
+               psflow::Server* server) {
+  const bool chief = task.chief();
+  const std::size_t n = task.num_workers(), index = task.index();
+  ctr::ClickLogConfig click_config;
+  click_config.seed = flags.seed;
+  click_config.table_rows = flags.table_rows;
+  const ctr::ClickLog clicks(click_config);
+  std::vector<ctr::SparseImage> train_images, test_images;
+  if (flags.data == "fashion_mnist") {
+    ctr::SparseImageConfig config;
+    config.table_rows = flags.table_rows;
+    train_images = ctr::sparse_images(
+        fashion_mnist::load(flags.data_dir, fashion_mnist::Split::train), config);
+    if (chief)
+      test_images = ctr::sparse_images(
+          fashion_mnist::load(flags.data_dir, fashion_mnist::Split::test), config);
+  }
+
+  psflow::Graph graph;
+  Model m = build_model(graph, flags, task, clicks.num_features());
+  log(format("worker %zu of %zu: %s, tables of %zu rows over %zu ps task(s), batch %zu", index, n,
+             flags.data.c_str(), flags.table_rows, std::max<std::size_t>(1, task.num_ps()),
+             flags.batch_size));
+
+  return cluster_task::run_worker_protocol(
+      task, server, graph, m.workers_done, [&](bool& training_ended) {
+        psflow::train::MonitoredTrainingSessionOptions options;
+        options.master = server ? server->target() : "";
+        options.is_chief = chief;
+        options.checkpoint_dir = flags.checkpoint_dir;
+        options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
+        options.log_step_count_steps = 0;
+        options.recovery_deadline_secs = task.recovery_deadline_s;
+        auto sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
+        const auto started = Clock::now();
+        std::int64_t step = 0, next_log = flags.log_every_steps;
+        // Worker `index` of n takes every n-th batch of the log (or of the images, cycling).
+        for (std::uint64_t j = 0; !sess->should_stop(); ++j) {
+          psflow::FeedMap feeds;
+          if (flags.data == "clicks") {
+            feeds =
+                click_feeds(m, clicks.batch(index + j * flags.batch_size * n, flags.batch_size, n));
+          } else {
+            const std::size_t batches =
+                std::max<std::size_t>(1, train_images.size() / flags.batch_size);
+            const std::size_t k = (index + j * n) % batches;
+            feeds = image_feeds(
+                m, ctr::sparse_image_batch(train_images, k * flags.batch_size, flags.batch_size));
+          }
+          auto values = sess->run({m.loss, m.global_step.value()}, feeds, {m.train_op});
+          step = values[1].scalar<std::int64_t>() + 1;
+          if (chief && step >= next_log) {
+            log(format("global step %lld: loss %.4f, %.1f global steps/s",
+                       static_cast<long long>(step), values[0].scalar<float>(),
+                       static_cast<double>(step) / seconds_since(started)));
+            next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
+          }
+        }
+        training_ended = true;
+        log(format("worker %zu done at global step %lld after %.1f s", index,
+                   static_cast<long long>(step), seconds_since(started)));
+        if (chief) {
+          if (flags.data == "clicks")
+            evaluate_clicks(sess->raw_session(), m, clicks, flags);
+          else
+            evaluate_images(sess->raw_session(), m, test_images, flags);
+        }
+        return sess;
+      });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cluster_task::program_name() = "ctr";
+  CtrFlags flags;
+  return cluster_task::run_task(
+      [&] {
+        return cluster_task::parse_task_flags(
+            argc, argv, {},
+            [&](const auto& name, const auto& value) { return set_flag(flags, name, value); });
+      },
+      [&](const cluster_task::TaskOptions& task, psflow::Server* server) {
+        return run_worker(flags, task, server);
+      });
+}
