@@ -25,6 +25,9 @@
 // ps0/ps1_init_mib (VmRSS after initialisation and the warm-up step), shard_mib, and
 // faults_ps (minor page faults per step, both servers together).
 //
+// Repetitions are interleaved at random (--benchmark_enable_random_interleaving=true unless
+// given otherwise), so both tables and both sides stay alive for the whole run.
+//
 // `bench_sparse --explain [--rows=N]` prints psflow's account of the step (observe/explain.hpp:
 // what crosses between the processes, per step) and exits.
 #include <benchmark/benchmark.h>
@@ -34,6 +37,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <psflow/psflow.hpp>  // with train/ and observe/explain.hpp
 #include <string>
@@ -86,7 +90,7 @@ ServerOptions quiet_options() {
 }
 
 // Everything one table size needs: 2 ps processes, a worker Server and the graph; 2 raw_peer
-// servers and their client. Only one size is alive at a time (the 8M one holds 2 × 512 MiB).
+// servers and their client.
 struct SparseEnv {
   std::size_t rows;
   std::size_t shard_rows;
@@ -179,16 +183,14 @@ struct SparseEnv {
   std::string explain() { return observe::explain(*session, {}, feeds_for(0), {train_op}); }
 };
 
-std::unique_ptr<SparseEnv>& env_slot() {
-  static std::unique_ptr<SparseEnv> env;
-  return env;
+// Both sizes stay alive once made (about 1.2 GiB in all), so that repetitions can interleave.
+std::map<std::size_t, std::unique_ptr<SparseEnv>>& envs() {
+  static std::map<std::size_t, std::unique_ptr<SparseEnv>> all;
+  return all;
 }
 SparseEnv& env_for(std::size_t rows) {
-  auto& env = env_slot();
-  if (!env || env->rows != rows) {
-    env.reset();  // the other size's processes go first
-    env = std::make_unique<SparseEnv>(rows);
-  }
+  auto& env = envs()[rows];
+  if (!env) env = std::make_unique<SparseEnv>(rows);
   return *env;
 }
 
@@ -372,7 +374,7 @@ int main(int argc, char** argv) {
       try {
         SparseEnv& env = env_for(std::stoull(flag(argc, argv, "rows", "1048576")));
         std::cout << env.explain();
-        env_slot().reset();
+        envs().clear();
         return 0;
       } catch (const std::exception& e) {
         std::cerr << "bench_sparse: " << e.what() << "\n";
@@ -380,8 +382,17 @@ int main(int argc, char** argv) {
       }
     }
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  // Repetitions run in a random order, both sizes and both sides mixed, so that a burst of load
+  // from elsewhere on this shared machine does not land on one size only (the 8M / 1M ratio).
+  std::vector<char*> args(argv, argv + argc);
+  std::string interleave = "--benchmark_enable_random_interleaving=true";
+  if (std::none_of(args.begin(), args.end(), [](const char* a) {
+        return std::string(a).rfind("--benchmark_enable_random_interleaving", 0) == 0;
+      }))
+    args.insert(args.begin() + 1, interleave.data());
+  int args_count = static_cast<int>(args.size());
+  benchmark::Initialize(&args_count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 2;
   register_benchmarks();
   int rc = 0;
   try {
@@ -390,7 +401,7 @@ int main(int argc, char** argv) {
     std::cerr << "bench_sparse: " << e.what() << "\n";
     rc = 1;
   }
-  env_slot().reset();
+  envs().clear();
   benchmark::Shutdown();
   return rc;
 }
