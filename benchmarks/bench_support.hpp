@@ -44,14 +44,13 @@ inline void die_with_parent() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Peak resident set size (VmHWM) of a process, in bytes; -1 when it cannot be read.
-
-inline long long peak_rss_bytes(const std::string& pid = "self") {
+// A "<field>: <n> kB" line of /proc/<pid>/status, in bytes; -1 when it cannot be read.
+inline long long status_bytes(const std::string& pid, const std::string& field) {
   std::ifstream in("/proc/" + pid + "/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      std::istringstream fields(line.substr(6));
+    if (line.rfind(field + ":", 0) == 0) {
+      std::istringstream fields(line.substr(field.size() + 1));
       long long kib = -1;
       fields >> kib;
       return kib < 0 ? -1 : kib * 1024;
@@ -59,6 +58,14 @@ inline long long peak_rss_bytes(const std::string& pid = "self") {
   }
   return -1;
 }
+
+// Peak resident set size (VmHWM) of a process, in bytes; -1 when it cannot be read.
+inline long long peak_rss_bytes(const std::string& pid = "self") {
+  return status_bytes(pid, "VmHWM");
+}
+
+// The resident set size now (VmRSS), in bytes; -1 when it cannot be read.
+inline long long rss_bytes(const std::string& pid = "self") { return status_bytes(pid, "VmRSS"); }
 
 // Minor page faults of a process so far (field 10 of /proc/<pid>/stat); -1 when unreadable.
 // Fresh memory is very expensive to fault in on this machine (tens of µs per 4 KiB page), so
@@ -98,8 +105,13 @@ inline long long context_switches(const std::string& pid = "self") {
 //          gradient buffer, applies var -= grad * lr (float32) and writes the variable back
 //   echo:  the connection becomes a 4-byte echo (read 4, write 4) until the client closes it
 //   quit:  the server process exits
+// The sparse ops treat the variable as a table of rows of `reserved` floats; `bytes` is the
+// byte count of the keys that follow (u64 row numbers, sorted, each once):
+//   pull:  the client writes the keys; the server writes those rows back, in key order
+//   push:  the client writes the keys, then one gradient row per key; the server applies
+//          row -= grad * lr (float32) and writes an 8-byte acknowledgement (the key count)
 
-enum class RawOp : std::uint32_t { fetch = 1, step = 2, echo = 3, quit = 4 };
+enum class RawOp : std::uint32_t { fetch = 1, step = 2, echo = 3, quit = 4, pull = 5, push = 6 };
 inline constexpr float kRawLearningRate = 0.001f;
 
 struct RawHeader {
@@ -141,6 +153,29 @@ class RawClient {
   void ping(std::uint32_t& value) {
     boost::asio::write(socket_, boost::asio::buffer(&value, 4));
     boost::asio::read(socket_, boost::asio::buffer(&value, 4));
+  }
+
+  // Sparse pull and push, split into send and receive so that a client can talk to several
+  // servers at once: send to each, then receive from each. `dim` floats per row.
+  void send_pull(const std::uint64_t* keys, std::size_t n, std::uint32_t dim) {
+    RawHeader h{static_cast<std::uint32_t>(RawOp::pull), dim, n * sizeof(std::uint64_t)};
+    const std::vector<boost::asio::const_buffer> out{boost::asio::buffer(&h, sizeof h),
+                                                     boost::asio::buffer(keys, h.bytes)};
+    boost::asio::write(socket_, out);
+  }
+  void receive_rows(float* rows, std::size_t n, std::uint32_t dim) {
+    boost::asio::read(socket_, boost::asio::buffer(rows, n * dim * sizeof(float)));
+  }
+  void send_push(const std::uint64_t* keys, const float* grads, std::size_t n, std::uint32_t dim) {
+    RawHeader h{static_cast<std::uint32_t>(RawOp::push), dim, n * sizeof(std::uint64_t)};
+    const std::vector<boost::asio::const_buffer> out{
+        boost::asio::buffer(&h, sizeof h), boost::asio::buffer(keys, h.bytes),
+        boost::asio::buffer(grads, n * dim * sizeof(float))};
+    boost::asio::write(socket_, out);
+  }
+  void receive_ack() {
+    std::uint64_t count = 0;
+    boost::asio::read(socket_, boost::asio::buffer(&count, sizeof count));
   }
 
   void quit() {

@@ -1,6 +1,8 @@
 // raw_peer: the baseline of every network benchmark. Plain blocking Boost.Asio sockets, no
 // framing beyond a 16-byte request header, buffers allocated once (and touched) then reused:
-// what a hand-written transfer between two processes on this machine costs.
+// what a hand-written transfer between two processes on this machine costs. The sparse ops
+// (pull and push of rows by key) serve the sparse-step benchmark: there the variable is one
+// shard of an embedding table.
 //
 //   raw_peer --serve --max_bytes=N
 //       binds 127.0.0.1:0, prints "PORT <port>", serves each connection on its own thread
@@ -47,7 +49,8 @@ struct Shared {
 
 void serve_connection(asio::ip::tcp::socket socket, Shared& shared) {
   socket.set_option(asio::ip::tcp::no_delay(true));
-  std::vector<float> grad;  // reused across steps on this connection
+  std::vector<float> grad;          // reused across steps on this connection
+  std::vector<std::uint64_t> keys;  // the same, for the sparse ops' keys
   const std::uint64_t max_bytes = shared.var.size() * sizeof(float);
   try {
     for (;;) {
@@ -71,6 +74,39 @@ void serve_connection(asio::ip::tcp::socket socket, Shared& shared) {
           const float lr = psflow::bench::kRawLearningRate;
           for (std::size_t i = 0; i < n; ++i) var[i] = var[i] - g[i] * lr;
           asio::write(socket, asio::buffer(shared.var.data(), h.bytes));
+          break;
+        }
+        case RawOp::pull:
+        case RawOp::push: {
+          const std::size_t dim = h.reserved;
+          const std::size_t n = h.bytes / sizeof(std::uint64_t);
+          const std::size_t rows = dim == 0 ? 0 : shared.var.size() / dim;
+          if (keys.size() < n) keys.resize(n);
+          if (grad.size() < n * dim) grad.resize(n * dim);
+          asio::read(socket, asio::buffer(keys.data(), h.bytes));
+          for (std::size_t i = 0; i < n; ++i)
+            if (keys[i] >= rows) {
+              std::fprintf(stderr, "raw_peer: key %llu is not below the %zu rows of %zu floats\n",
+                           static_cast<unsigned long long>(keys[i]), rows, dim);
+              return;
+            }
+          float* table = shared.var.data();
+          if (static_cast<RawOp>(h.op) == RawOp::pull) {
+            // The rows, gathered into the reused buffer, then one write.
+            for (std::size_t i = 0; i < n; ++i)
+              std::memcpy(grad.data() + i * dim, table + keys[i] * dim, dim * sizeof(float));
+            asio::write(socket, asio::buffer(grad.data(), n * dim * sizeof(float)));
+          } else {
+            asio::read(socket, asio::buffer(grad.data(), n * dim * sizeof(float)));
+            const float lr = psflow::bench::kRawLearningRate;
+            for (std::size_t i = 0; i < n; ++i) {
+              float* row = table + keys[i] * dim;
+              const float* g = grad.data() + i * dim;
+              for (std::size_t j = 0; j < dim; ++j) row[j] = row[j] - g[j] * lr;
+            }
+            const std::uint64_t ack = n;
+            asio::write(socket, asio::buffer(&ack, sizeof ack));
+          }
           break;
         }
         case RawOp::echo: {

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""Turns the Google Benchmark JSON of bench_net and bench_local into one table.
+"""Turns the Google Benchmark JSON of bench_net, bench_local and bench_sparse into one table.
 
-    report.py net.json local.json [--markdown]
+    report.py net.json local.json sparse.json [--markdown]
 
 Each row: figure, psflow, baseline, ratio (psflow / baseline), target, met. Where Google
-Benchmark ran repetitions the median aggregate is used. Standard library only.
+Benchmark ran repetitions the median aggregate is used. Rows of benchmarks that were not run
+(another binary, or a --benchmark_filter) are left out. Standard library only.
 """
 import json
 import re
@@ -20,6 +21,11 @@ EXECUTOR_NS = 150.0
 MATMUL_RATIO = 0.95
 ELEMENTWISE_RATIO = 0.5
 RSS_LIMIT_MIB = 1.5 * 256 + 64
+SPARSE_SIZE_RATIO = 1.3  # step time on the 8M-row table / on the 1M-row table
+SPARSE_RSS_SLACK_MIB = 64  # a ps's peak RSS may exceed its shards' bytes by this much
+# ps-lite on this machine, the same 4096-id pull + push over 2 servers; measured separately,
+# never in this run: about 1.1 ms per step, 3.7 M rows/s, flat from 1M to 8M rows.
+PS_LITE_SPARSE_ROWS_PER_S = 3.7e6
 
 
 def load(paths):
@@ -66,6 +72,10 @@ def fmt(value, unit):
         return "%.0f ns/op" % value
     if unit == "MiB":
         return "%.0f MiB" % value
+    if unit == "rows/s":
+        return "%.2f M rows/s" % (value / 1e6)
+    if unit == "x":
+        return "%.2f ×" % value
     return "%g %s" % (value, unit)
 
 
@@ -74,6 +84,8 @@ class Table:
         self.rows = []
 
     def add(self, figure, psflow, baseline, unit, target="—", met=None, ratio=None):
+        if psflow is None and baseline is None:
+            return  # not run
         if ratio is None and psflow is not None and baseline not in (None, 0):
             ratio = psflow / baseline
         self.rows.append([
@@ -100,6 +112,59 @@ def get(runs, key, field):
     if field == "seconds":
         return seconds(b)
     return b.get(field)
+
+
+def sparse(runs, t):
+    """The sparse step (bench_sparse): 4096 ids per step over a table on 2 ps tasks."""
+    for rows in ["1M", "8M"]:
+        p = get(runs, "sparse_step/psflow/" + rows, "seconds")
+        r = get(runs, "sparse_step/raw/" + rows, "seconds")
+        t.add("sparse step, %s-row table: mean time per step (4096 ids)" % rows,
+              None if p is None else p * 1e6, None if r is None else r * 1e6, "us")
+        t.add("sparse step, %s-row table: rows/s (4096 ids / step time)" % rows,
+              get(runs, "sparse_step/psflow/" + rows, "items_per_second"),
+              get(runs, "sparse_step/raw/" + rows, "items_per_second"), "rows/s")
+    # The size ratio from the median step, which load from elsewhere on the machine moves least.
+    med = {(side, rows): get(runs, "sparse_step/%s/%s" % (side, rows), "median_us")
+           for side in ["psflow", "raw"] for rows in ["1M", "8M"]}
+    p1, p8, r1, r8 = med["psflow", "1M"], med["psflow", "8M"], med["raw", "1M"], med["raw", "8M"]
+    p = p8 / p1 if p1 and p8 else None
+    r = r8 / r1 if r1 and r8 else None
+    t.add("sparse step: median step time, 8M-row / 1M-row table", p, r, "x",
+          "≤ %.1f × (psflow)" % SPARSE_SIZE_RATIO, None if p is None else p <= SPARSE_SIZE_RATIO)
+    p = get(runs, "sparse_step/psflow/8M", "items_per_second")
+    if p is not None:
+        t.add("sparse step, 8M-row table: rows/s vs ps-lite (information: a reference measured "
+              "separately, not in this run; 1.1 ms per step, flat from 1M to 8M rows)", p,
+              PS_LITE_SPARSE_ROWS_PER_S, "rows/s")
+    for rows in ["1M", "8M"]:
+        for i in ["0", "1"]:
+            p = get(runs, "sparse_step/psflow/" + rows, "ps%s_peak_mib" % i)
+            r = get(runs, "sparse_step/raw/" + rows, "ps%s_peak_mib" % i)
+            shard = get(runs, "sparse_step/psflow/" + rows, "shard_mib") or \
+                get(runs, "sparse_step/raw/" + rows, "shard_mib")
+            limit = None if shard is None else shard + SPARSE_RSS_SLACK_MIB
+            t.add("peak RSS of ps %s after the timed steps, %s-row table" % (i, rows), p, r, "MiB",
+                  "—" if limit is None else "≤ shard + 64 MiB (%.0f MiB)" % limit,
+                  None if (p is None or limit is None) else p <= limit)
+
+
+def sparse_details(runs):
+    lines = []
+    for rows in ["1M", "8M"]:
+        for side in ["psflow", "raw"]:
+            b = runs.get("sparse_step/%s/%s" % (side, rows)) or {}
+            if "median_us" not in b:
+                continue
+            lines.append("| %s, %s rows | %.0f / %.0f µs | %.0f | %.1f | %.0f / %.0f MiB (shard %.0f) |" % (
+                side, rows, b["median_us"], b["p99_us"], b["distinct_ids"], b["faults_ps"],
+                b["ps0_init_mib"], b["ps1_init_mib"], b["shard_mib"]))
+    if lines:
+        print("\nsparse step details (the two servers are psflow's ps tasks or the raw servers; their RSS"
+              "\nafter initialisation and one untimed step shows every row of each shard resident):\n")
+        print("| run | median / p99 step | distinct ids per step | page faults per step, both servers "
+              "| RSS after init, server 0 / 1 |\n|---|---|---|---|---|")
+        print("\n".join(lines))
 
 
 def main(argv):
@@ -170,6 +235,8 @@ def main(argv):
         t.add("peak RSS of the %s: 256 MiB variable, fetched 20×" % who, p, r, "MiB", "≤ 448 MiB",
               None if p is None else p <= RSS_LIMIT_MIB)
 
+    sparse(runs, t)
+
     print(t.render())
 
     # Diagnostics: minor page faults per iteration (fresh memory costs tens of µs per 4 KiB page
@@ -194,6 +261,7 @@ def main(argv):
         print("\nminor page faults per iteration (worker / server process):\n")
         print("| figure | psflow | baseline |\n|---|---|---|")
         print("\n".join(lines))
+    sparse_details(runs)
     errors = [k for k, b in runs.items() if "error" in b]
     for k in errors:
         print("\nerror in %s: %s" % (k, runs[k]["error"]))

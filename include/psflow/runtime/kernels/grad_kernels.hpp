@@ -145,6 +145,10 @@ class BroadcastBackKernel : public OpKernel {
       const T* pg = grad.data<T>();
       T* po = out.data<T>();
       const T scale = Mean && count > 0 ? T(1) / static_cast<T>(count) : T(1);
+      if (grad.size() == 1) {  // every axis reduced (a loss): one value everywhere
+        std::fill_n(po, out.size(), Mean ? pg[0] * scale : pg[0]);
+        return;
+      }
       walk_strided(like, broadcast_strides(kept, like.size()),
                    [&](std::size_t i, std::size_t offset) {
                      po[i] = Mean ? pg[offset] * scale : pg[offset];

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "psflow/graph/sparse_ops.hpp"
@@ -211,6 +211,10 @@ class ScatterKernel : public OpKernel {
   std::string type_;
 };
 
+// Open addressing over the positions of first occurrences, in a table at least twice the input's
+// size: two allocations per run, none per value (a std::unordered_map allocated a node per
+// distinct value, which was most of an embedding lookup's time in the worker). Values compare
+// with == and hash with std::hash, as before: 0.0 and -0.0 are one value, every NaN its own.
 class UniqueKernel : public OpKernel {
  public:
   explicit UniqueKernel(const OpKernelConstruction&) {}
@@ -221,19 +225,36 @@ class UniqueKernel : public OpKernel {
     visit_dtype(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* values = x.data<T>();
-      std::unordered_map<T, std::int32_t> position;
-      std::vector<T> distinct;
+      const std::size_t n = x.size();
       Tensor& idx = ctx.allocate_output(1, DType::int32, x.shape());
       std::int32_t* out_idx = idx.data<std::int32_t>();
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        auto [it, inserted] =
-            position.try_emplace(values[i], static_cast<std::int32_t>(distinct.size()));
-        if (inserted) distinct.push_back(values[i]);
-        out_idx[i] = it->second;
+      unsigned bits = 4;
+      while ((std::size_t{1} << bits) < 2 * n) ++bits;
+      const std::size_t mask = (std::size_t{1} << bits) - 1;
+      std::vector<std::int32_t> slots(mask + 1, -1);  // a distinct value's number, or -1
+      std::vector<std::size_t> first;                 // where each distinct value first occurs
+      first.reserve(n);
+      const std::hash<T> hash;
+      for (std::size_t i = 0; i < n; ++i) {
+        // Fibonacci hashing: std::hash of an integer is the integer itself.
+        std::size_t h = static_cast<std::size_t>(
+            (static_cast<std::uint64_t>(hash(values[i])) * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+        for (;; h = (h + 1) & mask) {
+          const std::int32_t slot = slots[h];
+          if (slot < 0) {
+            slots[h] = out_idx[i] = static_cast<std::int32_t>(first.size());
+            first.push_back(i);
+            break;
+          }
+          if (values[first[static_cast<std::size_t>(slot)]] == values[i]) {
+            out_idx[i] = slot;
+            break;
+          }
+        }
       }
-      Tensor& y = ctx.allocate_output(0, x.dtype(), {distinct.size()});
+      Tensor& y = ctx.allocate_output(0, x.dtype(), {first.size()});
       T* out_y = y.data<T>();
-      for (std::size_t i = 0; i < distinct.size(); ++i) out_y[i] = distinct[i];
+      for (std::size_t k = 0; k < first.size(); ++k) out_y[k] = values[first[k]];
     });
   }
 };
