@@ -17,6 +17,7 @@
 #include <xtensor/xreducer.hpp>
 
 #include "psflow/runtime.hpp"
+#include "psflow/train/gradients.hpp"
 
 namespace ops = psflow::ops;
 using Catch::Contains;
@@ -1006,6 +1007,64 @@ TEST_CASE("a seeded random op's sequence does not restart when the fetch list ch
   CHECK(same_fetches[0].equals(varied_fetches[0]));
   CHECK_FALSE(varied_fetches[1].equals(varied_fetches[0]));  // got the first draw again
   CHECK(varied_fetches[1].equals(same_fetches[1]));
+}
+
+TEMPLATE_TEST_CASE("dropout keeps each element with probability keep_prob, scaled by its inverse",
+                   "[ops][random][dropout]", float, double) {
+  using T = TestType;
+  Graph g;
+  const std::size_t n = 20000;
+  xt::xarray<T> x = pattern<T>({n / 100, 100});
+  const Output input = ops::constant(g, Tensor(x));
+  const Output keep_prob = ops::placeholder(g, psflow::dtype_of<T>(), {}, "keep_prob");
+  const Output y = ops::dropout(input, keep_prob, 17);
+  CHECK(y.shape() == PartialShape::of({static_cast<std::int64_t>(n / 100), 100}));
+  const auto grad = psflow::train::gradients(ops::reduce_sum(y), {input})[0];
+  Session sess(g);
+
+  SECTION("keep_prob 1 passes x through unchanged") {
+    CHECK(sess.run({y}, {{keep_prob, Tensor(T(1))}})[0].equals(Tensor(x)));
+  }
+  SECTION("keep_prob 0.25: a quarter kept, each times 4, a new mask every run") {
+    const auto out = sess.run({y, grad}, {{keep_prob, Tensor(T(0.25))}});
+    const T* py = out[0].data<T>();
+    const T* pg = out[1].data<T>();
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool keep = py[i] != T(0);
+      kept += keep ? 1 : 0;
+      if (keep) CHECK(py[i] == x.data()[i] / T(0.25));
+      // The gradient of sum(y) is the scaled mask of the same run.
+      CHECK(pg[i] == (keep ? T(4) : T(0)));
+    }
+    // 20000 Bernoulli(0.25) draws: the count is within 5 standard deviations (61) of 5000.
+    CHECK(kept > 4700);
+    CHECK(kept < 5300);
+    const Tensor again = sess.run({y}, {{keep_prob, Tensor(T(0.25))}})[0];
+    CHECK_FALSE(again.equals(out[0]));
+  }
+  SECTION("a keep_prob outside (0, 1] fails the run naming the op") {
+    for (T bad : {T(0), T(-0.5), T(1.5)}) {
+      INFO("keep_prob " << bad);
+      CHECK_THROWS_AS(sess.run({y}, {{keep_prob, Tensor(bad)}}), InvalidArgument);
+      CHECK_THROWS_WITH(sess.run({y}, {{keep_prob, Tensor(bad)}}),
+                        Contains("Dropout") && Contains("(0, 1]"));
+    }
+  }
+}
+
+TEST_CASE("dropout's build-time errors name the op", "[ops][random][dropout]") {
+  Graph g;
+  const Output x = ops::placeholder(g, DType::float32, {-1, 4});
+  CHECK_THROWS_WITH(ops::dropout(x, 0.0), Contains("Dropout") && Contains("(0, 1]"));
+  CHECK_THROWS_WITH(ops::dropout(x, 1.01), Contains("(0, 1]"));
+  CHECK_THROWS_WITH(ops::dropout(x, ops::constant(g, Tensor(xt::xarray<float>{0.5f, 0.5f}))),
+                    Contains("Dropout") && Contains("scalar"));
+  CHECK_THROWS_WITH(ops::dropout(x, ops::constant(g, Tensor(0.5))),
+                    Contains("Dropout") && Contains("same dtype"));
+  const Output ints = ops::placeholder(g, DType::int32, {4});
+  CHECK_THROWS_WITH(ops::dropout(ints, 0.5), Contains("Dropout") && Contains("float32 or float64"));
+  CHECK(ops::dropout(x, 0.5).shape() == PartialShape::of({-1, 4}));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include "psflow/train/gradient_descent.hpp"
 #include "psflow/train/gradients.hpp"
 #include "psflow/train/hooks.hpp"
+#include "psflow/train/learning_rate_decay.hpp"
 #include "psflow/train/momentum.hpp"
 #include "psflow/train/monitored_session.hpp"
 #include "psflow/train/optimizer.hpp"

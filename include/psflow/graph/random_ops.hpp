@@ -1,5 +1,5 @@
-// Random ops used by initializers: normal and uniform samples computed where they run (so a
-// variable's initial value is made on the variable's own device, never shipped).
+// Random ops: normal and uniform samples computed where they run (initializers use them, so a
+// variable's initial value is made on the variable's own device, never shipped), and dropout.
 // A non-zero seed makes the values deterministic; seed 0 draws a fresh seed. Each element's
 // value is a function of (seed, run, element index), so a shard of a partitioned variable
 // (given its PartitionInfo) draws exactly the elements it holds in the whole variable.
@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
+#include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/op_builder.hpp"
 #include "psflow/graph/partitioner.hpp"
 
@@ -90,5 +92,70 @@ inline Output random_uniform(Graph& graph, const Shape& shape, double minval = 0
 }
 
 }  // namespace ops
+
+namespace detail {
+
+// Inputs x (float32/float64) and keep_prob (a scalar of x's dtype); outputs y and the scaled
+// mask, both x's shape: mask = floor(keep_prob + U[0, 1)) / keep_prob, y = x / keep_prob * that
+// floor. The mask is what the gradient multiplies by.
+inline std::vector<OutputSpec> infer_dropout(const InferenceContext& ctx) {
+  expect_floating(ctx, 0);
+  ctx.expect_same_dtype(0, 1);
+  const auto& keep_prob = ctx.input_shapes[1];
+  if (keep_prob.known && !keep_prob.dims.empty())
+    ctx.fail("keep_prob must be a scalar, got " + ctx.describe_input(1));
+  return {OutputSpec{ctx.input_dtypes[0], ctx.input_shapes[0]},
+          OutputSpec{ctx.input_dtypes[0], ctx.input_shapes[0]}};
+}
+
+}  // namespace detail
+
+namespace ops {
+
+// TF1's tf.nn.dropout(x, keep_prob, seed): each element is kept with probability keep_prob and
+// scaled by 1 / keep_prob, else zeroed, so the expected sum is unchanged; keep_prob = 1 passes
+// x through (feed 1.0 at evaluation). TF composes it from random_uniform, floor, div and mul;
+// psflow runs one op, "Dropout", whose second output is the scaled mask the gradient uses.
+// keep_prob is a scalar tensor of x's dtype; a value outside (0, 1] fails the run with
+// InvalidArgument. Each run draws a fresh mask; a non-zero seed makes the sequence repeatable.
+// keep_prob gets no gradient.
+inline Output dropout(Output x, Output keep_prob, std::uint64_t seed = 0,
+                      std::string_view name = "") {
+  return detail::build_op("Dropout", {x, keep_prob}, {{"seed", static_cast<std::int64_t>(seed)}},
+                          name, "dropout")
+      .output(0);
+}
+
+// The same with a fixed keep_prob, checked here: InvalidArgument unless 0 < keep_prob <= 1.
+inline Output dropout(Output x, double keep_prob, std::uint64_t seed = 0,
+                      std::string_view name = "") {
+  if (!(keep_prob > 0 && keep_prob <= 1))
+    throw InvalidArgument("Dropout: keep_prob must be in (0, 1], got " +
+                          std::to_string(keep_prob) + " (it is the chance of keeping an element)");
+  if (!x.valid()) throw InvalidArgument("Dropout: x is an empty Output (default-constructed)");
+  return dropout(x, scalar_like(x, keep_prob, "keep_prob"), seed, name);
+}
+
+}  // namespace ops
+
+namespace detail {
+
+inline Grads dropout_grad(const Operation& op, const Grads& g) {
+  if (g.size() > 1 && g[1].valid())
+    throw InvalidArgument("gradients: op '" + op.name() +
+                          "' (Dropout) is differentiated through its mask (output 1), which has "
+                          "no gradient: use output 0");
+  if (!g[0].valid()) return {Output{}, Output{}};
+  return {ops::mul(g[0], op.output(1)), Output{}};
+}
+
+inline const bool dropout_registered = [] {
+  OpRegistry::global().add(
+      OpDef{.type = "Dropout", .num_inputs = 2, .stateful = true, .infer = infer_dropout});
+  GradientRegistry::global().add("Dropout", dropout_grad);
+  return true;
+}();
+
+}  // namespace detail
 
 }  // namespace psflow

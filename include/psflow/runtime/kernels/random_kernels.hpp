@@ -1,4 +1,4 @@
-// RandomNormal / RandomUniform. Values come from a counter-based generator: element e of run r
+// RandomNormal / RandomUniform / Dropout. Values come from a counter-based generator: element e of run r
 // of a kernel seeded with s is a function of (s, r, e) alone (splitmix64's output for that
 // counter, then portable formulas: 53-bit uniforms, Box-Muller over element pairs), so
 //  - a seed gives the same values on every platform;
@@ -6,7 +6,7 @@
 //    the value of its place in the whole variable: a seeded table is the same for any shard
 //    count;
 //  - running the op again (r + 1) draws new values, as TF's stateful random ops do.
-// Seed 0 takes its seed from std::random_device.
+// Seed 0 takes its seed from std::random_device. Dropout draws its mask the same way.
 #pragma once
 
 #include <atomic>
@@ -126,9 +126,54 @@ class RandomKernel : public OpKernel {
   std::atomic<std::uint64_t> runs_{0};
 };
 
+// Dropout: output 1 is the scaled mask floor(keep_prob + u) / keep_prob, output 0 is
+// x / keep_prob * floor(keep_prob + u) (TF's order of operations), u uniform on [0, 1) from a
+// fresh stream per run.
+class DropoutKernel : public OpKernel {
+ public:
+  explicit DropoutKernel(const OpKernelConstruction& c) {
+    const auto seed = static_cast<std::uint64_t>(c.attr<std::int64_t>("seed"));
+    seed_ = seed != 0 ? seed
+                      : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+                            std::random_device{}();
+  }
+
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& keep_prob = ctx.input(1);
+    if (keep_prob.rank() != 0 || keep_prob.dtype() != x.dtype())
+      throw InvalidArgument(ctx.name() + " (Dropout): keep_prob must be a scalar of x's dtype, got " +
+                            keep_prob.summary());
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    Tensor& mask = ctx.allocate_output(1, x.dtype(), x.shape());
+    const std::uint64_t key = splitmix64_at(seed_, runs_.fetch_add(1, std::memory_order_relaxed));
+    visit_floating_dtype(x.dtype(), "Dropout", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T p = keep_prob.scalar<T>();
+      if (!(p > 0 && p <= 1))
+        throw InvalidArgument(ctx.name() + " (Dropout): keep_prob must be in (0, 1], got " +
+                              std::to_string(static_cast<double>(p)) +
+                              ": feed the chance of keeping an element (1 to keep all)");
+      const T* in = x.data<T>();
+      T* out = y.data<T>();
+      T* scaled = mask.data<T>();
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const T keep = std::floor(p + static_cast<T>(unit_uniform(splitmix64_at(key, i))));
+        out[i] = in[i] / p * keep;
+        scaled[i] = keep / p;
+      }
+    });
+  }
+
+ private:
+  std::uint64_t seed_;
+  std::atomic<std::uint64_t> runs_{0};
+};
+
 inline const bool random_kernels_registered = [] {
   KernelRegistry::global().add<RandomKernel<true>>("RandomNormal");
   KernelRegistry::global().add<RandomKernel<false>>("RandomUniform");
+  KernelRegistry::global().add<DropoutKernel>("Dropout");
   return true;
 }();
 
