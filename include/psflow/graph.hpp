@@ -12,6 +12,7 @@
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/gradients.hpp"
 #include "psflow/graph/graph.hpp"
+#include "psflow/graph/logic_ops.hpp"
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/nn_ops.hpp"
 #include "psflow/graph/partitioned_variable.hpp"

@@ -11,6 +11,7 @@
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
+#include "psflow/graph/logic_ops.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
@@ -148,6 +149,24 @@ inline Output rsqrt(Output x, std::string_view name = "") {
   return detail::unary_op("Rsqrt", "Rsqrt", x, name);
 }
 
+// --- floor, pow, cos, sin ---
+
+// The largest integer not above x, element-wise, for float32/float64 (TF's tf.floor).
+inline Output floor(Output x, std::string_view name = "") {
+  return detail::unary_op("Floor", "Floor", x, name);
+}
+// x ** y element-wise with numpy broadcasting (TF's tf.pow), for numbers of one dtype; an
+// integer raised to a negative integer power is an InvalidArgument when run, as in TF.
+inline Output pow(Output x, Output y, std::string_view name = "") {
+  return detail::binary_op("Pow", "Pow", x, y, name);
+}
+inline Output cos(Output x, std::string_view name = "") {
+  return detail::unary_op("Cos", "Cos", x, name);
+}
+inline Output sin(Output x, std::string_view name = "") {
+  return detail::unary_op("Sin", "Sin", x, name);
+}
+
 // 2-D matrix product of x (optionally transposed) and y (optionally transposed).
 inline Output matmul(Output x, Output y, bool transpose_a = false, bool transpose_b = false,
                      std::string_view name = "") {
@@ -250,6 +269,40 @@ inline Grads rsqrt_grad(const Operation& op, const Grads& g) {
   const Output y = op.output(0);
   return {ops::mul(ops::mul(g[0], ops::mul(ops::mul(y, y), y)), ops::scalar_like(y, -0.5))};
 }
+
+// --- floor, pow, cos, sin ---
+
+// TF's _PowGrad for z = x^y: dx = g * y * x^(y-1); dy = g * z * log(x) where x > 0, else 0 (no
+// false singularity at x = 0); each summed back over the axes it was broadcast along.
+inline Grads pow_grad(const Operation& op, const Grads& g) {
+  const Output x = op.input(0), y = op.input(1), z = op.output(0);
+  const Output gx = ops::mul(ops::mul(g[0], y), ops::pow(x, ops::sub(y, ops::scalar_like(y, 1.0))));
+  const Output positive = ops::greater(x, ops::scalar_like(x, 0.0));
+  const Output safe_x = ops::where(positive, x, ops::ones_like(x));
+  const Output log_x = ops::where(positive, ops::log(safe_x), ops::zeros_like(x));
+  const Output gy = ops::mul(ops::mul(g[0], z), log_x);
+  return {sum_back(gx, x), sum_back(gy, y)};
+}
+inline Grads cos_grad(const Operation& op, const Grads& g) {
+  return {ops::neg(ops::mul(g[0], ops::sin(op.input(0))))};
+}
+inline Grads sin_grad(const Operation& op, const Grads& g) {
+  return {ops::mul(g[0], ops::cos(op.input(0)))};
+}
+
+inline const bool floor_pow_cos_sin_registered = [] {
+  auto& defs = OpRegistry::global();
+  auto& grads = GradientRegistry::global();
+  defs.add({.type = "Floor", .num_inputs = 1, .infer = infer_unary_floating});
+  grads.add_not_differentiable("Floor");  // TF's _FloorGrad returns None
+  defs.add({.type = "Pow", .num_inputs = 2, .infer = infer_binary});
+  grads.add("Pow", pow_grad);
+  defs.add({.type = "Cos", .num_inputs = 1, .infer = infer_unary_floating});
+  grads.add("Cos", cos_grad);
+  defs.add({.type = "Sin", .num_inputs = 1, .infer = infer_unary_floating});
+  grads.add("Sin", sin_grad);
+  return true;
+}();
 
 // TF's _MatMulGrad: for each transpose combination, the two products that undo it.
 inline Grads matmul_grad(const Operation& op, const Grads& g) {

@@ -6,6 +6,7 @@
 #include "psflow/runtime/kernels/control_kernels.hpp"
 #include "psflow/runtime/kernels/embedding_kernels.hpp"
 #include "psflow/runtime/kernels/grad_kernels.hpp"
+#include "psflow/runtime/kernels/logic_kernels.hpp"
 #include "psflow/runtime/kernels/math_kernels.hpp"
 #include "psflow/runtime/kernels/nn_kernels.hpp"
 #include "psflow/runtime/kernels/random_kernels.hpp"

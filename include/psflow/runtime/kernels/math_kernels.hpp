@@ -15,6 +15,7 @@
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/runtime/elementwise_kernel.hpp"
 #include "psflow/runtime/kernel.hpp"
+#include "psflow/runtime/kernels/logic_kernels.hpp"  // Pow's gradient uses Greater and Select
 
 namespace psflow {
 
@@ -113,6 +114,80 @@ struct RsqrtOp {
     return T(1) / std::sqrt(x);
   }
 };
+
+// --- floor, pow, cos, sin ---
+
+struct FloorOp {
+  template <class T>
+  T operator()(T x) const {
+    return std::floor(x);
+  }
+};
+struct CosOp {
+  template <class T>
+  T operator()(T x) const {
+    return std::cos(x);
+  }
+};
+struct SinOp {
+  template <class T>
+  T operator()(T x) const {
+    return std::sin(x);
+  }
+};
+// x^y; integers by repeated squaring in unsigned arithmetic (overflow wraps, as TF's does).
+struct PowOp {
+  template <class T>
+  T operator()(T x, T y) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::pow(x, y);
+    } else {
+      using U = std::make_unsigned_t<T>;
+      U result = 1, base = static_cast<U>(x);
+      for (auto e = static_cast<U>(y); e != 0; e >>= 1) {
+        if (e & 1) result *= base;
+        base *= base;
+      }
+      return static_cast<T>(result);
+    }
+  }
+};
+
+// Pow with numpy broadcasting; integer exponents must not be negative (TF's rule).
+class PowKernel : public OpKernel {
+ public:
+  explicit PowKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dtype() != b.dtype())
+      throw InvalidArgument("Pow '" + ctx.name() + "': inputs must have the same dtype, got " +
+                            a.summary() + " and " + b.summary());
+    Tensor& out = ctx.allocate_output(0, a.dtype(), broadcast_output_shape(ctx, a, b));
+    visit_numeric_dtype(a.dtype(), "Pow", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_integral_v<T>) {
+        for (T v : b.values<T>())
+          if (v < 0)
+            throw InvalidArgument("Pow '" + ctx.name() +
+                                  "': integers to negative integer powers are not allowed, got "
+                                  "exponent " +
+                                  std::to_string(v));
+      }
+      binary_loop<T>(a, b, out, PowOp{});
+    });
+  }
+  bool is_expensive() const override { return false; }
+};
+
+inline const bool floor_pow_cos_sin_kernels_registered = [] {
+  auto& r = KernelRegistry::global();
+  r.add<UnaryKernel<FloorOp, true>>("Floor");
+  r.add<PowKernel>("Pow");
+  r.add<UnaryKernel<CosOp, true>>("Cos");
+  r.add<UnaryKernel<SinOp, true>>("Sin");
+  return true;
+}();
 
 class MatMulKernel : public OpKernel {
  public:
