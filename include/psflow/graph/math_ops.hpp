@@ -358,7 +358,7 @@ namespace ops {
 inline Output abs(Output x, std::string_view name = "") {
   return detail::unary_op("Abs", "Abs", x, name);
 }
-// -1, 0 or 1 by the sign of x (NaN stays NaN); its gradient is zero.
+// -1, 0 or 1 by the sign of x (0 for NaN, as TF); its gradient is zero.
 inline Output sign(Output x, std::string_view name = "") {
   return detail::unary_op("Sign", "Sign", x, name);
 }

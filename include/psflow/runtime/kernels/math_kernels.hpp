@@ -285,11 +285,10 @@ struct AbsOp {
       return x < T(0) ? T(-x) : x;
   }
 };
-// -1, 0 or 1; NaN stays NaN (numpy's sign).
+// -1, 0 or 1; NaN gives 0, as TF's sign (numpy's gives NaN).
 struct SignOp {
   template <class T>
   T operator()(T x) const {
-    if (is_nan(x)) return x;
     return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
   }
 };
