@@ -1,9 +1,11 @@
 // Math ops: numpy-broadcasting arithmetic, element-wise functions, MatMul and reductions, with
-// their gradients. Kernels: runtime/kernels/math_kernels.hpp. Each builder takes its graph from
-// its inputs and accepts an optional node name.
+// their gradients; abs, sign, clip_by_value, reduce_max/min/prod, argmax/argmin and BatchMatMul.
+// Kernels: runtime/kernels/math_kernels.hpp. Each builder takes its graph from its inputs and
+// accepts an optional node name.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -167,9 +169,17 @@ inline Output sin(Output x, std::string_view name = "") {
   return detail::unary_op("Sin", "Sin", x, name);
 }
 
-// 2-D matrix product of x (optionally transposed) and y (optionally transposed).
+// Matrix product of x (optionally transposed) and y (optionally transposed): MatMul for
+// matrices, BatchMatMul when an input has rank > 2.
 inline Output matmul(Output x, Output y, bool transpose_a = false, bool transpose_b = false,
                      std::string_view name = "") {
+  // An input known to have rank > 2 makes it a batch product (BatchMatMul), as TF1's tf.matmul.
+  const PartialShape sx = x.valid() ? x.shape() : PartialShape::unknown();
+  const PartialShape sy = y.valid() ? y.shape() : PartialShape::unknown();
+  if ((sx.known && sx.dims.size() > 2) || (sy.known && sy.dims.size() > 2))
+    return detail::build_op("BatchMatMul", {x, y}, {{"adj_x", transpose_a}, {"adj_y", transpose_b}},
+                            name, "MatMul")
+        .output(0);
   return detail::build_op("MatMul", {x, y},
                           {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}}, name,
                           "MatMul")
@@ -323,6 +333,210 @@ inline Grads mean_grad(const Operation& op, const Grads& g) {
   return {ops::mean_grad(g[0], op.input(0), op_attr<std::vector<std::int64_t>>(op, "axes"),
                          op_attr<bool>(op, "keep_dims"))};
 }
+
+}  // namespace detail
+
+// --- Model-building breadth: abs, sign, clip, reductions, argmax, batch matmul ---
+
+namespace detail {
+
+// BatchMatMul(x, y) with attrs adj_x, adj_y: inputs of one rank >= 2 and equal batch dimensions
+// (no broadcasting of the batch); the last two axes multiply as matrices.
+inline std::vector<OutputSpec> infer_batch_matmul(const InferenceContext& ctx) {
+  ctx.expect_same_dtype(0, 1);
+  expect_numeric(ctx, 0);
+  const bool adj_x = ctx.attr<bool>("adj_x"), adj_y = ctx.attr<bool>("adj_y");
+  const auto& a = ctx.input_shapes[0];
+  const auto& b = ctx.input_shapes[1];
+  for (std::size_t i = 0; i < 2; ++i)
+    if (ctx.input_shapes[i].known && ctx.input_shapes[i].dims.size() < 2)
+      ctx.fail("inputs must have rank >= 2, got " + ctx.describe_input(i));
+  if (a.known && b.known && a.dims.size() != b.dims.size())
+    ctx.fail("inputs must have the same rank (batch dimensions are not broadcast), got " +
+             ctx.describe_input(0) + " and " + ctx.describe_input(1));
+  if (!a.known && !b.known) return {OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()}};
+  const std::size_t rank = a.known ? a.dims.size() : b.dims.size();
+  std::vector<std::int64_t> out(rank, -1);
+  for (std::size_t d = 0; d + 2 < rank; ++d) {
+    const std::int64_t da = a.known ? a.dims[d] : -1, db = b.known ? b.dims[d] : -1;
+    if (da >= 0 && db >= 0 && da != db)
+      ctx.fail("batch dimension " + std::to_string(d) + " differs: " + ctx.describe_input(0) +
+               " and " + ctx.describe_input(1));
+    out[d] = da >= 0 ? da : db;
+  }
+  std::int64_t inner_a = -1, inner_b = -1;
+  if (a.known) {
+    out[rank - 2] = a.dims[rank - (adj_x ? 1 : 2)];
+    inner_a = a.dims[rank - (adj_x ? 2 : 1)];
+  }
+  if (b.known) {
+    out[rank - 1] = b.dims[rank - (adj_y ? 2 : 1)];
+    inner_b = b.dims[rank - (adj_y ? 1 : 2)];
+  }
+  if (inner_a >= 0 && inner_b >= 0 && inner_a != inner_b)
+    ctx.fail("inner dimensions differ: " + ctx.describe_input(0) + (adj_x ? " (adjoint)" : "") +
+             " times " + ctx.describe_input(1) + (adj_y ? " (adjoint)" : "") + " needs " +
+             std::to_string(inner_a) + " == " + std::to_string(inner_b));
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(out)}};
+}
+
+// ArgMax / ArgMin(x) with attr axis (negative counts from the end): int64, x's shape less axis.
+inline std::vector<OutputSpec> infer_arg_reduction(const InferenceContext& ctx) {
+  expect_numeric(ctx, 0);
+  const auto axis = ctx.attr<std::int64_t>("axis");
+  const auto& in = ctx.input_shapes[0];
+  if (!in.known) return {OutputSpec{DType::int64, PartialShape::unknown()}};
+  const auto rank = static_cast<std::int64_t>(in.dims.size());
+  if (axis < -rank || axis >= rank || rank == 0)
+    ctx.fail("axis " + std::to_string(axis) + " is out of range for " + ctx.describe_input(0) +
+             " (rank " + std::to_string(rank) + ")");
+  std::vector<std::int64_t> out = in.dims;
+  out.erase(out.begin() + (axis < 0 ? axis + rank : axis));
+  return {OutputSpec{DType::int64, PartialShape::of(out)}};
+}
+
+// MinOrMaxGrad(x, y, grad) and ProdGrad(x, grad), attrs axes and keep_dims of the reduction:
+// x's dtype and shape.
+inline std::vector<OutputSpec> infer_reduction_grad(const InferenceContext& ctx) {
+  expect_floating(ctx, 0);
+  for (std::size_t i = 1; i < ctx.input_dtypes.size(); ++i) ctx.expect_same_dtype(0, i);
+  return same_as_input(ctx);
+}
+
+}  // namespace detail
+
+namespace ops {
+
+// |x| element-wise (float and integer).
+inline Output abs(Output x, std::string_view name = "") {
+  return detail::unary_op("Abs", "Abs", x, name);
+}
+// -1, 0 or 1 by the sign of x (0 for NaN, as TF); its gradient is zero.
+inline Output sign(Output x, std::string_view name = "") {
+  return detail::unary_op("Sign", "Sign", x, name);
+}
+
+// TF1's tf.clip_by_value: maximum(minimum(t, clip_value_max), clip_value_min), composed from
+// Minimum and Maximum as TF 1.x built it (no op of its own). Ties go to t in both, so the
+// gradient reaches t where clip_value_min <= t <= clip_value_max and is zero elsewhere; the
+// bounds broadcast against t and get the gradient where they clip.
+inline Output clip_by_value(Output t, Output clip_value_min, Output clip_value_max,
+                            std::string_view name = "") {
+  const std::string base = name.empty() ? std::string("clip_by_value") : std::string(name);
+  return maximum(minimum(t, clip_value_max, base + "/Minimum"), clip_value_min, base);
+}
+// Same with number bounds, made constants of t's dtype.
+inline Output clip_by_value(Output t, double clip_value_min, double clip_value_max,
+                            std::string_view name = "") {
+  return clip_by_value(t, scalar_like(t, clip_value_min), scalar_like(t, clip_value_max), name);
+}
+
+// Max / min / product over `axes` (negative axes count from the end; empty: all axes), like
+// reduce_sum. Over no elements they give TF's identities: -inf (lowest integer), +inf (highest
+// integer), 1.
+inline Output reduce_max(Output x, std::vector<int> axes = {}, bool keep_dims = false,
+                         std::string_view name = "") {
+  return detail::reduction("Max", "Max", x, axes, keep_dims, name);
+}
+inline Output reduce_min(Output x, std::vector<int> axes = {}, bool keep_dims = false,
+                         std::string_view name = "") {
+  return detail::reduction("Min", "Min", x, axes, keep_dims, name);
+}
+inline Output reduce_prod(Output x, std::vector<int> axes = {}, bool keep_dims = false,
+                          std::string_view name = "") {
+  return detail::reduction("Prod", "Prod", x, axes, keep_dims, name);
+}
+
+// Index (int64) of the largest / smallest value along `axis` (negative counts from the end);
+// ties pick the first index, as TF. Not differentiable.
+inline Output argmax(Output x, int axis, std::string_view name = "") {
+  return detail::build_op("ArgMax", {x}, {{"axis", std::int64_t{axis}}}, name, "ArgMax").output(0);
+}
+inline Output argmin(Output x, int axis, std::string_view name = "") {
+  return detail::build_op("ArgMin", {x}, {{"axis", std::int64_t{axis}}}, name, "ArgMin").output(0);
+}
+
+// Matrix products of the last two axes, batch by batch, for inputs of one rank >= 2 with equal
+// batch dimensions; adj_x / adj_y transpose the matrices (real types: adjoint = transpose).
+// ops::matmul builds this op when an input is known to have rank > 2.
+inline Output batch_matmul(Output x, Output y, bool adj_x = false, bool adj_y = false,
+                           std::string_view name = "") {
+  return detail::build_op("BatchMatMul", {x, y}, {{"adj_x", adj_x}, {"adj_y", adj_y}}, name,
+                          "MatMul")
+      .output(0);
+}
+
+// Gradient of reduce_max / reduce_min (y, the forward output, reduced from x over axes): grad
+// split equally among the elements of x equal to their y, zero elsewhere (TF's _MinOrMaxGrad).
+inline Output min_or_max_grad(Output x, Output y, Output grad,
+                              const std::vector<std::int64_t>& axes, bool keep_dims,
+                              std::string_view name = "") {
+  return detail::build_op("MinOrMaxGrad", {x, y, grad}, detail::reduction_attrs(axes, keep_dims),
+                          name, "MinOrMaxGrad")
+      .output(0);
+}
+// Gradient of reduce_prod: grad times the product of the other elements of each element's
+// group (exclusive products from both sides, so zeros in x are handled exactly, like TF's
+// _ProdGrad).
+inline Output prod_grad(Output x, Output grad, const std::vector<std::int64_t>& axes,
+                        bool keep_dims, std::string_view name = "") {
+  return detail::build_op("ProdGrad", {x, grad}, detail::reduction_attrs(axes, keep_dims), name,
+                          "ProdGrad")
+      .output(0);
+}
+
+}  // namespace ops
+
+namespace detail {
+
+inline Grads abs_grad(const Operation& op, const Grads& g) {
+  return {ops::mul(g[0], ops::sign(op.input(0)))};
+}
+inline Grads sign_grad(const Operation& op, const Grads&) { return {ops::zeros_like(op.input(0))}; }
+inline Grads min_or_max_reduction_grad(const Operation& op, const Grads& g) {
+  return {ops::min_or_max_grad(op.input(0), op.output(0), g[0],
+                               op_attr<std::vector<std::int64_t>>(op, "axes"),
+                               op_attr<bool>(op, "keep_dims"))};
+}
+inline Grads prod_reduction_grad(const Operation& op, const Grads& g) {
+  return {ops::prod_grad(op.input(0), g[0], op_attr<std::vector<std::int64_t>>(op, "axes"),
+                         op_attr<bool>(op, "keep_dims"))};
+}
+// TF's _BatchMatMul gradient: the MatMul rule on the last two axes.
+inline Grads batch_matmul_grad(const Operation& op, const Grads& g) {
+  const bool ax = op_attr<bool>(op, "adj_x"), ay = op_attr<bool>(op, "adj_y");
+  const Output x = op.input(0), y = op.input(1), d = g[0];
+  if (!ax && !ay)
+    return {ops::batch_matmul(d, y, false, true), ops::batch_matmul(x, d, true, false)};
+  if (!ax && ay)
+    return {ops::batch_matmul(d, y, false, false), ops::batch_matmul(d, x, true, false)};
+  if (ax && !ay)
+    return {ops::batch_matmul(y, d, false, true), ops::batch_matmul(x, d, false, false)};
+  return {ops::batch_matmul(y, d, true, true), ops::batch_matmul(d, x, true, true)};
+}
+
+inline const bool math_breadth_ops_registered = [] {
+  auto& defs = OpRegistry::global();
+  auto& grads = GradientRegistry::global();
+  defs.add({.type = "Abs", .num_inputs = 1, .infer = infer_unary});
+  grads.add("Abs", abs_grad);
+  defs.add({.type = "Sign", .num_inputs = 1, .infer = infer_unary});
+  grads.add("Sign", sign_grad);
+  for (const char* type : {"Max", "Min"}) {
+    defs.add({.type = type, .num_inputs = 1, .infer = infer_reduction});
+    grads.add(type, min_or_max_reduction_grad);
+  }
+  defs.add({.type = "Prod", .num_inputs = 1, .infer = infer_reduction});
+  grads.add("Prod", prod_reduction_grad);
+  for (const char* type : {"ArgMax", "ArgMin"})
+    defs.add({.type = type, .num_inputs = 1, .infer = infer_arg_reduction});
+  grads.add_not_differentiable({"ArgMax", "ArgMin"});
+  defs.add({.type = "BatchMatMul", .num_inputs = 2, .infer = infer_batch_matmul});
+  grads.add("BatchMatMul", batch_matmul_grad);
+  defs.add({.type = "MinOrMaxGrad", .num_inputs = 3, .infer = infer_reduction_grad});
+  defs.add({.type = "ProdGrad", .num_inputs = 2, .infer = infer_reduction_grad});
+  return true;
+}();
 
 inline const bool math_ops_registered = [] {
   auto& defs = OpRegistry::global();

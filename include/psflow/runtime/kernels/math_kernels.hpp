@@ -2,13 +2,17 @@
 // functions (runtime/elementwise_kernel.hpp applies the functors below), Sum and Mean (numpy
 // semantics: negative axes, empty = all, keep_dims; floating sums accumulate in double), and
 // MatMul: float32/float64 go straight to OpenBLAS's cblas_?gemm (the one header BLAS enters
-// through); integer matrices use a plain loop.
+// through); integer matrices use a plain loop. Abs, Sign, Max/Min/Prod (and their gradient
+// kernels MinOrMaxGrad, ProdGrad), ArgMax/ArgMin, and BatchMatMul (cblas per batch).
 #pragma once
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -344,6 +348,331 @@ class ReductionKernel : public OpKernel {
   std::vector<std::int64_t> axes_;
   bool keep_dims_;
 };
+
+// --- Model-building breadth: abs, sign, clip, reductions, argmax, batch matmul ---
+
+struct AbsOp {
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return std::abs(x);
+    else
+      return x < T(0) ? T(-x) : x;
+  }
+};
+// -1, 0 or 1; NaN gives 0, as TF's sign (numpy's gives NaN).
+struct SignOp {
+  template <class T>
+  T operator()(T x) const {
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+  }
+};
+
+// Where each element of a reduced tensor goes: the output shape, the number of output elements
+// and, per input element (row-major), its output element. Fails with InvalidArgument naming the
+// node for an axis out of range.
+struct ReductionLayout {
+  Shape out_shape;
+  std::size_t out_size = 1;
+  std::vector<std::size_t> out_index;
+};
+
+inline ReductionLayout reduction_layout(const OpKernelContext& ctx, const Shape& in,
+                                        const std::vector<std::int64_t>& axes, bool keep_dims) {
+  const auto rank = static_cast<std::int64_t>(in.size());
+  std::vector<bool> reduced(in.size(), axes.empty());
+  for (auto axis : axes) {
+    if (axis < -rank || axis >= rank)
+      throw InvalidArgument("node '" + ctx.name() + "' (" + ctx.node().type + "): axis " +
+                            std::to_string(axis) + " is out of range for shape " +
+                            shape_string(in));
+    reduced[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)] = true;
+  }
+  ReductionLayout layout;
+  std::vector<std::size_t> stride(in.size(), 0);
+  for (std::size_t i = in.size(); i-- > 0;) {
+    if (reduced[i]) continue;
+    stride[i] = layout.out_size;
+    layout.out_size *= in[i];
+  }
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (!reduced[i])
+      layout.out_shape.push_back(in[i]);
+    else if (keep_dims)
+      layout.out_shape.push_back(1);
+  }
+  std::size_t n = 1;
+  for (auto d : in) n *= d;
+  layout.out_index.resize(n);
+  std::vector<std::size_t> index(in.size(), 0);
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    layout.out_index[i] = out;
+    for (std::size_t axis = in.size(); axis-- > 0;) {
+      if (++index[axis] < in[axis]) {
+        out += stride[axis];
+        break;
+      }
+      out -= stride[axis] * (in[axis] - 1);
+      index[axis] = 0;
+    }
+  }
+  return layout;
+}
+
+// Max, Min and Prod over attrs axes / keep_dims; NaN propagates through Max and Min (numpy).
+// Over no elements: TF's identities (-inf or the lowest integer, +inf or the highest, 1).
+enum class Extreme { max, min, prod };
+
+template <Extreme Kind>
+class ExtremeReductionKernel : public OpKernel {
+ public:
+  explicit ExtremeReductionKernel(const OpKernelConstruction& c)
+      : axes_(c.attr<std::vector<std::int64_t>>("axes")), keep_dims_(c.attr<bool>("keep_dims")) {}
+
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const ReductionLayout layout = reduction_layout(ctx, x.shape(), axes_, keep_dims_);
+    Tensor& out = ctx.allocate_output(0, x.dtype(), layout.out_shape);
+    visit_numeric_dtype(x.dtype(), ctx.node().type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using Acc =
+          std::conditional_t<Kind == Extreme::prod && std::is_floating_point_v<T>, double, T>;
+      Acc init;
+      if constexpr (Kind == Extreme::prod)
+        init = Acc(1);
+      else if constexpr (std::is_floating_point_v<T>)
+        init = Kind == Extreme::max ? -std::numeric_limits<T>::infinity()
+                                    : std::numeric_limits<T>::infinity();
+      else
+        init =
+            Kind == Extreme::max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+      std::vector<Acc> acc(layout.out_size, init);
+      const T* px = x.data<T>();
+      for (std::size_t i = 0, n = x.size(); i < n; ++i) {
+        Acc& a = acc[layout.out_index[i]];
+        const Acc v = static_cast<Acc>(px[i]);
+        if constexpr (Kind == Extreme::prod)
+          a *= v;
+        else if constexpr (Kind == Extreme::max)
+          a = (v > a || is_nan(v)) && !is_nan(a) ? v : a;
+        else
+          a = (v < a || is_nan(v)) && !is_nan(a) ? v : a;
+      }
+      T* po = out.data<T>();
+      for (std::size_t j = 0; j < acc.size(); ++j) po[j] = static_cast<T>(acc[j]);
+    });
+  }
+
+ private:
+  std::vector<std::int64_t> axes_;
+  bool keep_dims_;
+};
+
+// Gradient kernels of Max/Min and Prod (attrs axes, keep_dims of the forward reduction).
+template <bool Prod>
+class ReductionGradKernel : public OpKernel {
+ public:
+  explicit ReductionGradKernel(const OpKernelConstruction& c)
+      : axes_(c.attr<std::vector<std::int64_t>>("axes")), keep_dims_(c.attr<bool>("keep_dims")) {}
+
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    // MinOrMaxGrad(x, y, grad); ProdGrad(x, grad) has no y (grad stands in for its size check).
+    const Tensor& y = ctx.input(1);
+    const Tensor& grad = ctx.input(Prod ? 1 : 2);
+    const ReductionLayout layout = reduction_layout(ctx, x.shape(), axes_, keep_dims_);
+    if (grad.size() != layout.out_size || y.size() != layout.out_size ||
+        grad.dtype() != x.dtype() || y.dtype() != x.dtype())
+      throw InvalidArgument("node '" + ctx.name() + "' (" + ctx.node().type +
+                            "): " + grad.summary() + " is not the reduction of " + x.summary() +
+                            " over the node's axes");
+    Tensor& out = ctx.allocate_output(0, x.dtype(), x.shape());
+    visit_floating_dtype(x.dtype(), ctx.node().type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* px = x.data<T>();
+      const T* pg = grad.data<T>();
+      T* po = out.data<T>();
+      const std::size_t n = x.size();
+      if constexpr (Prod) {
+        // Each group's members in order; out = grad * (product before) * (product after).
+        std::vector<std::size_t> start(layout.out_size + 1, 0), members(n);
+        for (std::size_t i = 0; i < n; ++i) ++start[layout.out_index[i] + 1];
+        for (std::size_t j = 0; j < layout.out_size; ++j) start[j + 1] += start[j];
+        std::vector<std::size_t> fill(start.begin(), start.end() - 1);
+        for (std::size_t i = 0; i < n; ++i) members[fill[layout.out_index[i]]++] = i;
+        for (std::size_t j = 0; j < layout.out_size; ++j) {
+          double before = 1;
+          for (std::size_t k = start[j]; k < start[j + 1]; ++k) {
+            po[members[k]] = static_cast<T>(before);
+            before *= static_cast<double>(px[members[k]]);
+          }
+          double after = 1;
+          for (std::size_t k = start[j + 1]; k-- > start[j];) {
+            const std::size_t i = members[k];
+            po[i] = static_cast<T>(static_cast<double>(po[i]) * after * static_cast<double>(pg[j]));
+            after *= static_cast<double>(px[i]);
+          }
+        }
+      } else {
+        const T* py = y.data<T>();
+        std::vector<std::size_t> count(layout.out_size, 0);
+        for (std::size_t i = 0; i < n; ++i)
+          if (px[i] == py[layout.out_index[i]]) ++count[layout.out_index[i]];
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t j = layout.out_index[i];
+          po[i] = px[i] == py[j] ? pg[j] / static_cast<T>(count[j]) : T(0);
+        }
+      }
+    });
+  }
+
+ private:
+  std::vector<std::int64_t> axes_;
+  bool keep_dims_;
+};
+
+// ArgMax / ArgMin along attr axis: int64 indices, the first one on ties (and the first NaN, as
+// numpy). An empty axis with a non-empty output is an InvalidArgument, as in TF.
+template <bool Max>
+class ArgReductionKernel : public OpKernel {
+ public:
+  explicit ArgReductionKernel(const OpKernelConstruction& c)
+      : axis_(c.attr<std::int64_t>("axis")) {}
+
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const auto rank = static_cast<std::int64_t>(x.rank());
+    if (axis_ < -rank || axis_ >= rank || rank == 0)
+      throw InvalidArgument("node '" + ctx.name() + "' (" + ctx.node().type + "): axis " +
+                            std::to_string(axis_) + " is out of range for " + x.summary());
+    const auto axis = static_cast<std::size_t>(axis_ < 0 ? axis_ + rank : axis_);
+    Shape out_shape = x.shape();
+    out_shape.erase(out_shape.begin() + static_cast<std::ptrdiff_t>(axis));
+    std::size_t outer = 1, inner = 1;
+    for (std::size_t d = 0; d < axis; ++d) outer *= x.shape()[d];
+    for (std::size_t d = axis + 1; d < x.shape().size(); ++d) inner *= x.shape()[d];
+    const std::size_t len = x.shape()[axis];
+    Tensor& out = ctx.allocate_output(0, DType::int64, out_shape);
+    if (out.size() == 0) return;
+    if (len == 0)
+      throw InvalidArgument("node '" + ctx.name() + "' (" + ctx.node().type + "): axis " +
+                            std::to_string(axis_) + " of " + x.summary() + " is empty");
+    visit_numeric_dtype(x.dtype(), ctx.node().type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* px = x.data<T>();
+      std::int64_t* po = out.data<std::int64_t>();
+      for (std::size_t o = 0; o < outer; ++o)
+        for (std::size_t k = 0; k < inner; ++k) {
+          const T* base = px + o * len * inner + k;
+          std::size_t best = 0;
+          for (std::size_t a = 1; a < len && !is_nan(base[best * inner]); ++a) {
+            const T v = base[a * inner];
+            if (is_nan(v) || (Max ? v > base[best * inner] : v < base[best * inner])) best = a;
+          }
+          po[o * inner + k] = static_cast<std::int64_t>(best);
+        }
+    });
+  }
+
+ private:
+  std::int64_t axis_;
+};
+
+// BatchMatMul: cblas_?gemm per batch for float32/float64, a plain loop for integers.
+class BatchMatMulKernel : public OpKernel {
+ public:
+  explicit BatchMatMulKernel(const OpKernelConstruction& c)
+      : adj_x_(c.attr<bool>("adj_x")), adj_y_(c.attr<bool>("adj_y")) {}
+
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    const std::string what = "node '" + ctx.name() + "' (BatchMatMul): ";
+    if (a.rank() < 2 || a.rank() != b.rank() || a.dtype() != b.dtype())
+      throw InvalidArgument(what + "inputs must have one dtype and one rank >= 2, got " +
+                            a.summary() + " and " + b.summary());
+    const std::size_t r = a.rank();
+    Shape out_shape;
+    std::size_t batch = 1;
+    for (std::size_t d = 0; d + 2 < r; ++d) {
+      if (a.shape()[d] != b.shape()[d])
+        throw InvalidArgument(what + "batch dimensions differ: " + a.summary() + " and " +
+                              b.summary());
+      out_shape.push_back(a.shape()[d]);
+      batch *= a.shape()[d];
+    }
+    const std::size_t ar = a.shape()[r - 2], ac = a.shape()[r - 1];
+    const std::size_t br = b.shape()[r - 2], bc = b.shape()[r - 1];
+    const std::size_t m = adj_x_ ? ac : ar, k = adj_x_ ? ar : ac;
+    const std::size_t kb = adj_y_ ? bc : br, n = adj_y_ ? br : bc;
+    if (k != kb)
+      throw InvalidArgument(what + "inner dimensions differ: " + a.summary() +
+                            (adj_x_ ? "^T" : "") + " x " + b.summary() + (adj_y_ ? "^T" : ""));
+    out_shape.push_back(m);
+    out_shape.push_back(n);
+    Tensor& out = ctx.allocate_output(0, a.dtype(), out_shape);
+    if (out.size() == 0) return;
+    const std::size_t sa = ar * ac, sb = br * bc, so = m * n;
+    if (k == 0) {
+      visit_numeric_dtype(a.dtype(), "BatchMatMul", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        std::fill(out.data<T>(), out.data<T>() + out.size(), T(0));
+      });
+      return;
+    }
+    const auto ta = adj_x_ ? CblasTrans : CblasNoTrans;
+    const auto tb = adj_y_ ? CblasTrans : CblasNoTrans;
+    const auto lda = static_cast<blasint>(ac), ldb = static_cast<blasint>(bc);
+    const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n),
+               K = static_cast<blasint>(k);
+    for (std::size_t i = 0; i < batch; ++i) {
+      switch (a.dtype()) {
+        case DType::float32:
+          cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a.data<float>() + i * sa, lda,
+                      b.data<float>() + i * sb, ldb, 0.0f, out.data<float>() + i * so, N);
+          break;
+        case DType::float64:
+          cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a.data<double>() + i * sa, lda,
+                      b.data<double>() + i * sb, ldb, 0.0, out.data<double>() + i * so, N);
+          break;
+        default:
+          visit_numeric_dtype(a.dtype(), "BatchMatMul", [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            const T* pa = a.data<T>() + i * sa;
+            const T* pb = b.data<T>() + i * sb;
+            T* po = out.data<T>() + i * so;
+            for (std::size_t row = 0; row < m; ++row)
+              for (std::size_t col = 0; col < n; ++col) {
+                T sum = 0;
+                for (std::size_t p = 0; p < k; ++p)
+                  sum += (adj_x_ ? pa[p * ac + row] : pa[row * ac + p]) *
+                         (adj_y_ ? pb[col * bc + p] : pb[p * bc + col]);
+                po[row * n + col] = sum;
+              }
+          });
+      }
+    }
+  }
+
+ private:
+  bool adj_x_, adj_y_;
+};
+
+inline const bool math_breadth_kernels_registered = [] {
+  auto& r = KernelRegistry::global();
+  r.add<UnaryKernel<AbsOp, false>>("Abs");
+  r.add<UnaryKernel<SignOp, false>>("Sign");
+  r.add<ExtremeReductionKernel<Extreme::max>>("Max");
+  r.add<ExtremeReductionKernel<Extreme::min>>("Min");
+  r.add<ExtremeReductionKernel<Extreme::prod>>("Prod");
+  r.add<ReductionGradKernel<false>>("MinOrMaxGrad");
+  r.add<ReductionGradKernel<true>>("ProdGrad");
+  r.add<ArgReductionKernel<true>>("ArgMax");
+  r.add<ArgReductionKernel<false>>("ArgMin");
+  r.add<BatchMatMulKernel>("BatchMatMul");
+  return true;
+}();
 
 inline const bool math_kernels_registered = [] {
   auto& r = KernelRegistry::global();
