@@ -1,7 +1,8 @@
 // Optimizers: each one's update equations against values computed here with plain loops from
 // TF's documented formulas (3 steps, float32 and float64, gradients fed through placeholders),
 // slot names and placement, the op apply_gradients returns and the global step, in-place
-// updates, minimize() on a least-squares problem, and the errors.
+// updates, minimize() on a least-squares problem, and the errors. RMSProp (plain, momentum,
+// centered) and Adadelta on dense and sparse gradients; learning rates given as Outputs.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -16,13 +17,16 @@
 #include "psflow/runtime.hpp"
 #include "psflow/runtime/kernels/grad_kernels.hpp"
 #include "psflow/runtime/kernels/training_kernels.hpp"
+#include "psflow/train/adadelta.hpp"
 #include "psflow/train/adagrad.hpp"
 #include "psflow/train/adam.hpp"
+#include "psflow/train/ftrl.hpp"
 #include "psflow/train/global_step.hpp"
 #include "psflow/train/gradient_descent.hpp"
 #include "psflow/train/gradients.hpp"
 #include "psflow/train/momentum.hpp"
 #include "psflow/train/optimizer.hpp"
+#include "psflow/train/rmsprop.hpp"
 
 using namespace psflow;
 
@@ -611,4 +615,432 @@ TEST_CASE("optimizer errors are InvalidArgument or FailedPrecondition and say wh
   CHECK(values_of<float>(sess.run({w.value()})[0]) == std::vector<float>{0, 0});
   sess.run(train_op, {{gany, Tensor::from_vector(std::vector<float>{1, -1})}});
   CHECK(values_of<float>(sess.run({w.value()})[0]) == std::vector<float>{-0.1f, 0.1f});
+}
+
+// ---------------------------------------------------------------------------------------------
+// RMSProp and Adadelta
+
+TEMPLATE_TEST_CASE("RMSProp: ms, mom = momentum * mom + lr * g / sqrt(ms + eps), var -= mom",
+                   "[optimizers]", float, double) {
+  using T = TestType;
+  const double lr = 0.01, rho = 0.9, eps = 1e-6;
+  for (double mu : {0.0, 0.5}) {
+    INFO("momentum " << mu);
+    train::RMSPropOptimizer opt(lr, rho, mu, eps);
+    check_against_reference<T>(opt,
+                               [&](RefState<T>& s, const std::vector<T>& g, int) {
+                                 auto& ms = s.slots["rms"];
+                                 auto& mom = s.slots["momentum"];
+                                 for (std::size_t i = 0; i < g.size(); ++i) {
+                                   ms[i] += (g[i] * g[i] - ms[i]) * (T(1) - static_cast<T>(rho));
+                                   mom[i] = mom[i] * static_cast<T>(mu) +
+                                            (g[i] * static_cast<T>(lr)) /
+                                                std::sqrt(ms[i] + static_cast<T>(eps));
+                                   s.var[i] -= mom[i];
+                                 }
+                               },
+                               {{"rms", 1.0}, {"momentum", 0.0}});
+    CHECK(opt.get_slot_names() == std::vector<std::string>{"momentum", "rms"});
+  }
+}
+
+TEMPLATE_TEST_CASE("RMSProp centered: mg, mom = ... / sqrt(ms - mg^2 + eps)", "[optimizers]", float,
+                   double) {
+  using T = TestType;
+  const T lr = static_cast<T>(0.02), rho = static_cast<T>(0.8), mu = static_cast<T>(0.7),
+          eps = static_cast<T>(1e-4);
+  train::RMSPropOptimizer opt(0.02, 0.8, 0.7, 1e-4, /*centered=*/true);
+  check_against_reference<T>(opt,
+                             [&](RefState<T>& s, const std::vector<T>& g, int) {
+                               auto& ms = s.slots["rms"];
+                               auto& mg = s.slots["mg"];
+                               auto& mom = s.slots["momentum"];
+                               for (std::size_t i = 0; i < g.size(); ++i) {
+                                 ms[i] += (g[i] * g[i] - ms[i]) * (T(1) - rho);
+                                 mg[i] += (g[i] - mg[i]) * (T(1) - rho);
+                                 const T denom = (ms[i] - mg[i] * mg[i]) + eps;
+                                 mom[i] = mom[i] * mu + g[i] * lr / std::sqrt(denom);
+                                 s.var[i] -= mom[i];
+                               }
+                             },
+                             {{"rms", 1.0}, {"mg", 0.0}, {"momentum", 0.0}});
+  CHECK(opt.get_slot_names() == std::vector<std::string>{"mg", "momentum", "rms"});
+}
+
+TEMPLATE_TEST_CASE("Adadelta: accum, update = sqrt(accum_update + eps) / sqrt(accum + eps) * g",
+                   "[optimizers]", float, double) {
+  using T = TestType;
+  const T lr = static_cast<T>(0.5), rho = static_cast<T>(0.9), eps = static_cast<T>(1e-3);
+  train::AdadeltaOptimizer opt(0.5, 0.9, 1e-3);
+  check_against_reference<T>(opt,
+                             [&](RefState<T>& s, const std::vector<T>& g, int) {
+                               auto& a = s.slots["accum"];
+                               auto& u = s.slots["accum_update"];
+                               for (std::size_t i = 0; i < g.size(); ++i) {
+                                 a[i] = a[i] * rho + g[i] * g[i] * (T(1) - rho);
+                                 const T update =
+                                     std::sqrt(u[i] + eps) * (T(1) / std::sqrt(a[i] + eps)) * g[i];
+                                 s.var[i] -= update * lr;
+                                 u[i] = u[i] * rho + update * update * (T(1) - rho);
+                               }
+                             },
+                             {{"accum", 0.0}, {"accum_update", 0.0}});
+  CHECK(opt.get_slot_names() == std::vector<std::string>{"accum", "accum_update"});
+}
+
+TEST_CASE("RMSProp and Adadelta slots: TF's names and initial values, on the variable's ps") {
+  Graph g;
+  Variable w;
+  {
+    auto ps1 = g.device("/job:ps/task:1");
+    w = get_variable(g, "w", {2}, constant_initializer(3));
+  }
+  auto worker = g.device("/job:worker/task:0");
+  Output gw = ops::placeholder(g, DType::float32, {2}, "gw");
+  train::RMSPropOptimizer plain(0.1);
+  plain.apply_gradients({{gw, w}});
+  CHECK(plain.get_slot(w, "rms")->name() == "w/RMSProp");
+  CHECK(plain.get_slot(w, "momentum")->name() == "w/RMSProp_1");
+  CHECK_FALSE(plain.get_slot(w, "mg"));
+  CHECK(plain.get_slot(w, "rms")->device() == "/job:ps/task:1");
+  CHECK_FALSE(plain.get_slot(w, "rms")->trainable());
+  CHECK(g.operation("RMSProp/update_w/ApplyRMSProp").device() == "/job:ps/task:1");
+  // Centered: TF creates rms, then mg, then momentum.
+  train::RMSPropOptimizer centered(0.1, 0.9, 0.0, 1e-10, true, "Centered");
+  centered.apply_gradients({{gw, w}});
+  CHECK(centered.get_slot(w, "rms")->name() == "w/Centered");
+  CHECK(centered.get_slot(w, "mg")->name() == "w/Centered_1");
+  CHECK(centered.get_slot(w, "momentum")->name() == "w/Centered_2");
+  CHECK(g.operation("Centered/update_w/ApplyCenteredRMSProp").device() == "/job:ps/task:1");
+  train::AdadeltaOptimizer adadelta;
+  CHECK(adadelta.learning_rate().value() == 0.001);
+  CHECK(adadelta.rho() == 0.95);
+  adadelta.apply_gradients({{gw, w}});
+  CHECK(adadelta.get_slot(w, "accum")->name() == "w/Adadelta");
+  CHECK(adadelta.get_slot(w, "accum_update")->name() == "w/Adadelta_1");
+  CHECK(adadelta.get_slot(w, "accum")->device() == "/job:ps/task:1");
+  CHECK(g.operation("Adadelta/update_w/ApplyAdadelta").device() == "/job:ps/task:1");
+
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  CHECK(values_of<float>(sess.run({plain.get_slot(w, "rms")->value()})[0]) ==
+        std::vector<float>{1, 1});  // TF's rule: rms starts at ones
+  CHECK(values_of<float>(sess.run({plain.get_slot(w, "momentum")->value()})[0]) ==
+        std::vector<float>{0, 0});
+  CHECK(values_of<float>(sess.run({centered.get_slot(w, "mg")->value()})[0]) ==
+        std::vector<float>{0, 0});
+  CHECK(values_of<float>(sess.run({adadelta.get_slot(w, "accum_update")->value()})[0]) ==
+        std::vector<float>{0, 0});
+}
+
+namespace optimizers_test {
+
+// A 6x2 float64 table "t" whose row r is {r, 100 + r}, trained `steps` times on the loss
+// sum(lookup(t, {4, 1, 4}) * weights): row 4's gradient is {1.5, 0}, row 1's {2, 0.25}, the
+// other rows get none. Returns every global variable's value by name.
+std::map<std::string, std::vector<double>> run_sparse_table(train::Optimizer& opt, int steps) {
+  Graph g;
+  Tensor rows(DType::float64, {6, 2});
+  for (std::size_t r = 0; r < 6; ++r) {
+    rows.data<double>()[2 * r] = static_cast<double>(r);
+    rows.data<double>()[2 * r + 1] = 100.0 + static_cast<double>(r);
+  }
+  Variable table = get_variable(g, "t", {6, 2}, Initializer([rows](Graph& gr, const Shape&, DType) {
+                                  return ops::constant(gr, rows, "rows");
+                                }),
+                                DType::float64);
+  Output ids = ops::constant(g, Tensor::from_vector(std::vector<std::int64_t>{4, 1, 4}));
+  Output weights =
+      ops::constant(g, Tensor::from_vector(std::vector<double>{0.5, -1, 2, 0.25, 1, 1}, {3, 2}));
+  Output loss = ops::reduce_sum(ops::embedding_lookup(table, ids) * weights);
+  auto grads = opt.compute_gradients(loss);
+  REQUIRE(as_indexed_slices(grads[0].first));  // the sparse path
+  Operation train_op = opt.apply_gradients(grads);
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  for (int s = 0; s < steps; ++s) sess.run(train_op);
+  std::map<std::string, std::vector<double>> out;
+  for (const auto& v : global_variables(g)) {
+    auto t = sess.run({v.value()})[0].values<double>();
+    out[v.name()] = std::vector<double>(t.begin(), t.end());
+  }
+  return out;
+}
+
+const std::map<std::size_t, std::vector<double>> kSparseGrads{{4, {1.5, 0}}, {1, {2, 0.25}}};
+
+double table_initial(std::size_t r, std::size_t c) {
+  return static_cast<double>(r) + 100.0 * static_cast<double>(c);
+}
+
+// Rows 0, 2, 3, 5 of `table` are exactly `value(r, c)`.
+void check_untouched(const std::vector<double>& table,
+                     const std::function<double(std::size_t, std::size_t)>& value) {
+  for (std::size_t r : {0, 2, 3, 5})
+    for (std::size_t c = 0; c < 2; ++c) {
+      INFO("row " << r << " column " << c);
+      CHECK(table[2 * r + c] == value(r, c));
+    }
+}
+
+}  // namespace optimizers_test
+
+TEST_CASE("RMSProp and Adadelta on IndexedSlices update only the batch's rows") {
+  using namespace optimizers_test;
+  const int steps = 3;
+  SECTION("RMSProp with momentum") {
+    const double lr = 0.1, rho = 0.9, mu = 0.5, eps = 1e-6;
+    train::RMSPropOptimizer opt(lr, rho, mu, eps);
+    auto out = run_sparse_table(opt, steps);
+    for (const auto& [row, grad] : kSparseGrads)
+      for (std::size_t c = 0; c < 2; ++c) {
+        double var = table_initial(row, c), ms = 1, mom = 0;
+        for (int s = 0; s < steps; ++s) {
+          ms = ms * rho + grad[c] * grad[c] * (1 - rho);
+          mom = mom * mu + (1 / std::sqrt(ms + eps)) * lr * grad[c];
+          var -= mom;
+        }
+        CHECK(out["t"][2 * row + c] == Approx(var).epsilon(1e-12));
+        CHECK(out["t/RMSProp"][2 * row + c] == Approx(ms).epsilon(1e-12));
+        CHECK(out["t/RMSProp_1"][2 * row + c] == Approx(mom).epsilon(1e-12).margin(1e-300));
+      }
+    check_untouched(out["t"], table_initial);
+    check_untouched(out["t/RMSProp"], [](auto, auto) { return 1.0; });
+    check_untouched(out["t/RMSProp_1"], [](auto, auto) { return 0.0; });
+  }
+  SECTION("RMSProp centered") {
+    const double lr = 0.1, rho = 0.8, mu = 0.3, eps = 1e-4;
+    train::RMSPropOptimizer opt(lr, rho, mu, eps, true);
+    auto out = run_sparse_table(opt, steps);
+    for (const auto& [row, grad] : kSparseGrads)
+      for (std::size_t c = 0; c < 2; ++c) {
+        double var = table_initial(row, c), ms = 1, mg = 0, mom = 0;
+        for (int s = 0; s < steps; ++s) {
+          ms = ms * rho + grad[c] * grad[c] * (1 - rho);
+          mg = mg * rho + grad[c] * (1 - rho);
+          mom = mom * mu + (1 / std::sqrt(ms + eps - mg * mg)) * lr * grad[c];
+          var -= mom;
+        }
+        CHECK(out["t"][2 * row + c] == Approx(var).epsilon(1e-12));
+        CHECK(out["t/RMSProp"][2 * row + c] == Approx(ms).epsilon(1e-12));
+        CHECK(out["t/RMSProp_1"][2 * row + c] == Approx(mg).epsilon(1e-12).margin(1e-300));
+        CHECK(out["t/RMSProp_2"][2 * row + c] == Approx(mom).epsilon(1e-12).margin(1e-300));
+      }
+    check_untouched(out["t"], table_initial);
+    check_untouched(out["t/RMSProp"], [](auto, auto) { return 1.0; });
+    check_untouched(out["t/RMSProp_1"], [](auto, auto) { return 0.0; });
+    check_untouched(out["t/RMSProp_2"], [](auto, auto) { return 0.0; });
+  }
+  SECTION("Adadelta") {
+    const double lr = 1.0, rho = 0.95, eps = 1e-6;
+    train::AdadeltaOptimizer opt(lr, rho, eps);
+    auto out = run_sparse_table(opt, steps);
+    for (const auto& [row, grad] : kSparseGrads)
+      for (std::size_t c = 0; c < 2; ++c) {
+        double var = table_initial(row, c), a = 0, u = 0;
+        for (int s = 0; s < steps; ++s) {
+          a = a * rho + grad[c] * grad[c] * (1 - rho);
+          const double update = std::sqrt(u + eps) / std::sqrt(a + eps) * grad[c];
+          var -= update * lr;
+          u = u * rho + update * update * (1 - rho);
+        }
+        CHECK(out["t"][2 * row + c] == Approx(var).epsilon(1e-12));
+        CHECK(out["t/Adadelta"][2 * row + c] == Approx(a).epsilon(1e-12).margin(1e-300));
+        CHECK(out["t/Adadelta_1"][2 * row + c] == Approx(u).epsilon(1e-12).margin(1e-300));
+      }
+    check_untouched(out["t"], table_initial);
+    check_untouched(out["t/Adadelta"], [](auto, auto) { return 0.0; });
+    check_untouched(out["t/Adadelta_1"], [](auto, auto) { return 0.0; });
+  }
+}
+
+TEST_CASE("the RMSProp and Adadelta ops check their inputs at build time and run time") {
+  Graph g;
+  Variable w = get_variable(g, "w", {2}, zeros_initializer());
+  Variable ms = get_variable(g, "ms", {2}, zeros_initializer());
+  Variable mom = get_variable(g, "mom", {3}, zeros_initializer());
+  Variable mom2 = get_variable(g, "mom2", {2}, zeros_initializer());
+  Output grad = ops::placeholder(g, DType::float32, {2});
+  Output s32 = ops::scalar_like(grad, 0.1);
+  Output s64 = ops::constant(g, Tensor(0.1));
+  CHECK_THROWS_WITH(ops::apply_rms_prop(w.ref(), ms.ref(), mom.ref(), s32, s32, s32, s32, grad),
+                    Catch::Contains("ApplyRMSProp") && Catch::Contains("mom"));
+  CHECK_THROWS_WITH(ops::apply_rms_prop(w.ref(), ms.ref(), mom2.ref(), s64, s32, s32, s32, grad),
+                    Catch::Contains("ApplyRMSProp"));
+  CHECK_THROWS_WITH(ops::apply_adadelta(w.ref(), ms.ref(), mom2.ref(), s32, grad, s32, grad),
+                    Catch::Contains("ApplyAdadelta") && Catch::Contains("scalar"));
+  Output ids = ops::constant(g, Tensor::from_vector(std::vector<std::int64_t>{5}));
+  Output rows = ops::placeholder(g, DType::float32, {1});
+  Output bad =
+      ops::sparse_apply_rms_prop(w.ref(), ms.ref(), mom2.ref(), s32, s32, s32, s32, rows, ids);
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  // An index outside the variable fails before any row is written.
+  CHECK_THROWS_WITH(sess.run({bad}, {{rows, Tensor::from_vector(std::vector<float>{1})}}),
+                    Catch::Contains("SparseApplyRMSProp") && Catch::Contains("5"));
+  CHECK(values_of<float>(sess.run({ms.value()})[0]) == std::vector<float>{0, 0});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Learning rates as tensors
+
+TEST_CASE("a learning rate fed through a placeholder gives the number's updates, step by step") {
+  Graph g;
+  Variable w = get_variable(g, "w", {2}, values_initializer({1.0, -2.0}));
+  Variable v = get_variable(g, "v", {2}, values_initializer({1.0, -2.0}));
+  Output lr = ops::placeholder(g, DType::float32, {}, "lr");
+  Output gw = ops::placeholder(g, DType::float32, {2}, "gw");
+  train::MomentumOptimizer by_tensor(lr, 0.9, false, "ByTensor");
+  train::MomentumOptimizer by_number(0.1, 0.9, false, "ByNumber");
+  CHECK(by_tensor.learning_rate().is_tensor());
+  CHECK(by_tensor.learning_rate().tensor() == lr);
+  CHECK_THROWS_AS(by_tensor.learning_rate().value(), FailedPrecondition);
+  CHECK(by_number.learning_rate().value() == 0.1);
+  Operation tensor_op = by_tensor.apply_gradients({{gw, w}});
+  Operation number_op = by_number.apply_gradients({{gw, v}});
+  // The update takes the Output itself (no constant is made for it).
+  CHECK(g.operation("ByTensor/update_w/ApplyMomentum").input(2) == lr);
+  CHECK_FALSE(g.find_operation("ByTensor/update_w/learning_rate"));
+
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  const std::vector<float> grad{0.5f, -4.0f};
+  std::vector<float> var{1.0f, -2.0f}, accum{0, 0};
+  auto step = [&](float rate) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      accum[i] = accum[i] * 0.9f + grad[i];
+      var[i] -= accum[i] * rate;
+    }
+  };
+  const Tensor g_value = Tensor::from_vector(grad);
+  for (int t = 0; t < 3; ++t) {
+    sess.run({}, {{lr, Tensor(0.1f)}, {gw, g_value}}, {tensor_op, number_op});
+    step(0.1f);
+    INFO("step " << t);
+    const auto by_t = values_of<float>(sess.run({w.value()})[0]);
+    CHECK(by_t == values_of<float>(sess.run({v.value()})[0]));  // bit for bit
+    check_close(by_t, var, "w");
+  }
+  // A new rate changes the next step only.
+  sess.run(tensor_op, {{lr, Tensor(2.0f)}, {gw, g_value}});
+  step(2.0f);
+  check_close(values_of<float>(sess.run({w.value()})[0]), var, "w after lr 2");
+  sess.run(tensor_op, {{lr, Tensor(0.0f)}, {gw, g_value}});
+  const float accum0 = accum[0] * 0.9f + grad[0];  // lr 0: the accumulator moves, w does not
+  CHECK(values_of<float>(sess.run({w.value()})[0]) == var);
+  CHECK(values_of<float>(sess.run({by_tensor.get_slot(w, "momentum")->value()})[0])[0] ==
+        Approx(accum0));
+}
+
+TEST_CASE("every optimizer takes its learning rate as an Output, dense and sparse") {
+  using namespace optimizers_test;
+  // For each optimizer: the same training with the learning rate 0.05 as a number and as a
+  // float64 variable's value, bit for bit, on the IndexedSlices gradient of a lookup and on its
+  // dense form.
+  using Make = std::function<std::unique_ptr<train::Optimizer>(train::LearningRate)>;
+  const std::vector<std::pair<std::string, Make>> makers{
+      {"GradientDescent",
+       [](train::LearningRate lr) {
+         return std::make_unique<train::GradientDescentOptimizer>(std::move(lr));
+       }},
+      {"Momentum",
+       [](train::LearningRate lr) {
+         return std::make_unique<train::MomentumOptimizer>(std::move(lr), 0.9, true);
+       }},
+      {"Adagrad",
+       [](train::LearningRate lr) {
+         return std::make_unique<train::AdagradOptimizer>(std::move(lr));
+       }},
+      {"Adam",
+       [](train::LearningRate lr) {
+         return std::make_unique<train::AdamOptimizer>(std::move(lr));
+       }},
+      {"LazyAdam",
+       [](train::LearningRate lr) {
+         return std::make_unique<train::AdamOptimizer>(std::move(lr), 0.9, 0.999, 1e-8, "Adam",
+                                                       true);
+       }},
+      {"Ftrl",
+       [](train::LearningRate lr) {
+         return std::make_unique<train::FtrlOptimizer>(std::move(lr), -0.5, 0.1, 0.01, 0.01);
+       }},
+      {"RMSProp",
+       [](train::LearningRate lr) {
+         return std::make_unique<train::RMSPropOptimizer>(std::move(lr), 0.9, 0.5);
+       }},
+      {"RMSPropCentered",
+       [](train::LearningRate lr) {
+         return std::make_unique<train::RMSPropOptimizer>(std::move(lr), 0.9, 0.5, 1e-10, true);
+       }},
+      {"Adadelta",
+       [](train::LearningRate lr) {
+         return std::make_unique<train::AdadeltaOptimizer>(std::move(lr));
+       }},
+  };
+  for (const auto& [name, make] : makers) {
+    INFO(name);
+    for (bool sparse : {false, true}) {
+      INFO("sparse " << sparse);
+      auto run = [&, make = make](bool as_tensor) {
+        Graph g;
+        Variable table = get_variable(g, "t", {4, 2}, values_initializer({1, 2, 3, 4, 5, 6, 7, 8}),
+                                      DType::float64);
+        Variable rate = get_variable(g, "rate", {}, constant_initializer(0.05), DType::float64,
+                                     /*trainable=*/false);
+        auto opt = as_tensor ? make(rate) : make(0.05);
+        Output ids = ops::constant(g, Tensor::from_vector(std::vector<std::int64_t>{2, 0, 2}));
+        Output rows = ops::embedding_lookup(table, ids);
+        Output weights = ops::constant(
+            g, Tensor::from_vector(std::vector<double>{0.5, -1, 2, 0.25, 1, 3}, {3, 2}));
+        auto grads = opt->compute_gradients(ops::reduce_sum(rows * weights), {table});
+        CHECK(as_indexed_slices(grads[0].first).has_value());
+        if (!sparse) grads[0].first = ops::identity(grads[0].first);  // a dense gradient
+        Operation train_op = opt->apply_gradients(grads);
+        Session sess(g);
+        sess.run(global_variables_initializer(g));
+        for (int s = 0; s < 3; ++s) sess.run(train_op);
+        return values_of<double>(sess.run({table.value()})[0]);
+      };
+      const auto by_number = run(false);
+      const auto by_tensor = run(true);
+      CHECK(by_tensor == by_number);
+      CHECK(by_number != std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8});
+    }
+  }
+}
+
+TEST_CASE("learning rate Outputs: wrong dtype, shape or graph are InvalidArgument") {
+  Graph g;
+  Variable w = get_variable(g, "w", {2}, zeros_initializer(), DType::float64);
+  Output gw = ops::placeholder(g, DType::float64, {2}, "gw");
+  Output lr32 = ops::placeholder(g, DType::float32, {}, "lr32");
+  train::GradientDescentOptimizer opt(lr32);
+  CHECK_THROWS_WITH(opt.apply_gradients({{gw, w}}),
+                    Catch::Contains("GradientDescent") && Catch::Contains("lr32") &&
+                        Catch::Contains("float32") && Catch::Contains("float64") &&
+                        Catch::Contains("cast"));
+  CHECK_THROWS_WITH(train::GradientDescentOptimizer(ops::placeholder(g, DType::float32, {2}, "v")),
+                    Catch::Contains("v:0") && Catch::Contains("[2]") && Catch::Contains("scalar"));
+  CHECK_THROWS_WITH(train::AdamOptimizer(ops::placeholder(g, DType::int32, {}, "steps")),
+                    Catch::Contains("int32") && Catch::Contains("float32 or float64"));
+  CHECK_THROWS_AS(train::MomentumOptimizer(Output(), 0.9), InvalidArgument);
+  Graph other;
+  train::RMSPropOptimizer foreign(ops::placeholder(other, DType::float64, {}, "lr"));
+  CHECK_THROWS_WITH(foreign.apply_gradients({{gw, w}}), Catch::Contains("another graph"));
+  Output lr_vector = ops::placeholder(g, DType::float64, {-1}, "lr_vector");
+  CHECK_THROWS_WITH(train::GradientDescentOptimizer(lr_vector), Catch::Contains("[?]"));
+  // The same Output serves every variable of its dtype.
+  Output lr64 = ops::placeholder(g, DType::float64, {}, "lr64");
+  Variable b = get_variable(g, "b", {2}, zeros_initializer(), DType::float64);
+  train::AdadeltaOptimizer adadelta(lr64);
+  Operation op = adadelta.apply_gradients({{gw, w}, {gw, b}});
+  CHECK(g.operation("Adadelta/update_w/ApplyAdadelta").input(3) == lr64);
+  CHECK(g.operation("Adadelta/update_b/ApplyAdadelta").input(3) == lr64);
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  sess.run(op, {{lr64, Tensor(1.0)}, {gw, Tensor::from_vector(std::vector<double>{1, -1})}});
+  const auto moved = values_of<double>(sess.run({w.value()})[0]);
+  CHECK(moved == values_of<double>(sess.run({b.value()})[0]));
+  CHECK(moved[0] < 0);
+  CHECK(moved[1] > 0);
 }

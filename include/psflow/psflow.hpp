@@ -14,9 +14,11 @@
 #include "psflow/distributed/task_flags.hpp"
 
 // train
+#include "psflow/train/adadelta.hpp"
 #include "psflow/train/adagrad.hpp"
 #include "psflow/train/adam.hpp"
 #include "psflow/train/checkpoint_file.hpp"
+#include "psflow/train/clip_ops.hpp"
 #include "psflow/train/ftrl.hpp"
 #include "psflow/train/global_step.hpp"
 #include "psflow/train/gradient_descent.hpp"
@@ -25,8 +27,10 @@
 #include "psflow/train/learning_rate_decay.hpp"
 #include "psflow/train/momentum.hpp"
 #include "psflow/train/monitored_session.hpp"
+#include "psflow/train/moving_averages.hpp"
 #include "psflow/train/optimizer.hpp"
 #include "psflow/train/replica_device_setter.hpp"
+#include "psflow/train/rmsprop.hpp"
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"
 #include "psflow/train/sync_replicas_optimizer.hpp"

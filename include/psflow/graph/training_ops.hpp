@@ -1,8 +1,9 @@
 // Training ops: the fused update rules the optimizers in psflow/train/ emit, named and shaped
 // like TF's training_ops (ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyAdam,
-// ApplyFtrl), and their sparse forms for IndexedSlices gradients (SparseApplyMomentum,
-// SparseApplyAdagrad, SparseApplyFtrl, and psflow's SparseApplyAdam, which TF composes from
-// scatter ops).
+// ApplyFtrl, ApplyRMSProp, ApplyCenteredRMSProp, ApplyAdadelta), and their sparse forms for
+// IndexedSlices gradients (SparseApplyMomentum, SparseApplyAdagrad, SparseApplyFtrl,
+// SparseApplyRMSProp, SparseApplyCenteredRMSProp, SparseApplyAdadelta, and psflow's
+// SparseApplyAdam, which TF composes from scatter ops).
 //
 // Each op takes its variable and slot variables as references (Variable::ref()), so it always
 // runs where the variable lives: in a ps cluster only the gradient travels to the ps, and the
@@ -36,6 +37,20 @@
 //       quadratic = accum_new^-lr_power / lr + 2 * l2
 //       var = |linear| > l1 ? (sign(linear) * l1 - linear) / quadratic : 0
 //       accum = accum_new                     (lr_power -0.5 uses sqrt, exactly as TF)
+//   ApplyRMSProp(var, ms, mom, lr, rho, momentum, epsilon, grad):
+//       ms += (grad * grad - ms) * (1 - rho)          (ms = rho * ms + (1 - rho) * grad^2)
+//       mom = mom * momentum + grad * lr / sqrt(ms + epsilon)
+//       var -= mom
+//   ApplyCenteredRMSProp(var, mg, ms, mom, lr, rho, momentum, epsilon, grad):
+//       ms += (grad * grad - ms) * (1 - rho)
+//       mg += (grad - mg) * (1 - rho)
+//       mom = mom * momentum + grad * lr / sqrt(ms - mg * mg + epsilon)
+//       var -= mom
+//   ApplyAdadelta(var, accum, accum_update, lr, rho, epsilon, grad):
+//       accum = accum * rho + grad * grad * (1 - rho)
+//       update = sqrt(accum_update + epsilon) * (1 / sqrt(accum + epsilon)) * grad
+//       var -= update * lr
+//       accum_update = accum_update * rho + update * update * (1 - rho)
 // Slot updates use the new slot values, as TF's do. The kernels always hold the variable's lock
 // (TF's use_locking=true), so there is no use_locking attribute.
 //
@@ -46,7 +61,9 @@
 // [0, rows): every index is checked before any row is written. SparseApplyAdam has an attr
 // `lazy`: false follows TF1's AdamOptimizer._apply_sparse, which decays m and v of every row and
 // moves every row of the variable (dense work on the ps, no dense traffic); true touches only
-// the given rows (TF's LazyAdamOptimizer).
+// the given rows (TF's LazyAdamOptimizer). The sparse RMSProp forms write the moving average as
+// TF's sparse kernels do, ms = ms * rho + grad^2 * (1 - rho) (the same value, rounded
+// differently from the dense ms += (grad^2 - ms) * (1 - rho)).
 #pragma once
 
 #include <optional>
@@ -155,6 +172,17 @@ inline const bool training_ops_registered = [] {
   register_apply_op("SparseApplyAdam", 11, {{0, 1, 2}, {}, {5, 6, 7, 8}, {3, 4}}, {{9, 10}});
   // (var, accum, linear, grad, indices, lr, l1, l2, lr_power)
   register_apply_op("SparseApplyFtrl", 9, {{0, 1, 2}, {}, {5, 6, 7, 8}, {}}, {{3, 4}});
+  // (var, ms, mom, lr, rho, momentum, epsilon, grad)
+  register_apply_op("ApplyRMSProp", 8, {{0, 1, 2}, {7}, {3, 4, 5, 6}, {}});
+  // (var, mg, ms, mom, lr, rho, momentum, epsilon, grad)
+  register_apply_op("ApplyCenteredRMSProp", 9, {{0, 1, 2, 3}, {8}, {4, 5, 6, 7}, {}});
+  // (var, accum, accum_update, lr, rho, epsilon, grad)
+  register_apply_op("ApplyAdadelta", 7, {{0, 1, 2}, {6}, {3, 4, 5}, {}});
+  // The sparse forms: the dense inputs, then grad rows and indices.
+  register_apply_op("SparseApplyRMSProp", 9, {{0, 1, 2}, {}, {3, 4, 5, 6}, {}}, {{7, 8}});
+  register_apply_op("SparseApplyCenteredRMSProp", 10, {{0, 1, 2, 3}, {}, {4, 5, 6, 7}, {}},
+                    {{8, 9}});
+  register_apply_op("SparseApplyAdadelta", 8, {{0, 1, 2}, {}, {3, 4, 5}, {}}, {{6, 7}});
   return true;
 }();
 
@@ -234,6 +262,47 @@ inline Output sparse_apply_ftrl(Output var, Output accum, Output linear, Output 
                                 std::string_view name = "") {
   return detail::build_apply_op(
       "SparseApplyFtrl", {var, accum, linear, grad, indices, lr, l1, l2, lr_power}, {}, name);
+}
+
+// RMSProp (see the equations above): ms and mom are the slots "rms" and "momentum".
+inline Output apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
+                             Output momentum, Output epsilon, Output grad,
+                             std::string_view name = "") {
+  return detail::build_apply_op("ApplyRMSProp", {var, ms, mom, lr, rho, momentum, epsilon, grad},
+                                {}, name);
+}
+// Centered RMSProp: also keeps mg, the moving average of the gradient (slot "mg").
+inline Output apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom, Output lr,
+                                      Output rho, Output momentum, Output epsilon, Output grad,
+                                      std::string_view name = "") {
+  return detail::build_apply_op("ApplyCenteredRMSProp",
+                                {var, mg, ms, mom, lr, rho, momentum, epsilon, grad}, {}, name);
+}
+// Adadelta (see the equations above).
+inline Output apply_adadelta(Output var, Output accum, Output accum_update, Output lr, Output rho,
+                             Output epsilon, Output grad, std::string_view name = "") {
+  return detail::build_apply_op("ApplyAdadelta", {var, accum, accum_update, lr, rho, epsilon, grad},
+                                {}, name);
+}
+inline Output sparse_apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
+                                    Output momentum, Output epsilon, Output grad, Output indices,
+                                    std::string_view name = "") {
+  return detail::build_apply_op(
+      "SparseApplyRMSProp", {var, ms, mom, lr, rho, momentum, epsilon, grad, indices}, {}, name);
+}
+inline Output sparse_apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom,
+                                             Output lr, Output rho, Output momentum, Output epsilon,
+                                             Output grad, Output indices,
+                                             std::string_view name = "") {
+  return detail::build_apply_op("SparseApplyCenteredRMSProp",
+                                {var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices}, {},
+                                name);
+}
+inline Output sparse_apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
+                                    Output rho, Output epsilon, Output grad, Output indices,
+                                    std::string_view name = "") {
+  return detail::build_apply_op(
+      "SparseApplyAdadelta", {var, accum, accum_update, lr, rho, epsilon, grad, indices}, {}, name);
 }
 
 }  // namespace ops

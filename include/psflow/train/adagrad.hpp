@@ -18,7 +18,7 @@ class AdagradOptimizer : public Optimizer {
  public:
   // Throws InvalidArgument unless initial_accumulator_value > 0 (as TF: the first update
   // divides by its square root).
-  explicit AdagradOptimizer(double learning_rate, double initial_accumulator_value = 0.1,
+  explicit AdagradOptimizer(LearningRate learning_rate, double initial_accumulator_value = 0.1,
                             std::string name = "Adagrad")
       : Optimizer(std::move(name)),
         learning_rate_(learning_rate),
@@ -28,7 +28,7 @@ class AdagradOptimizer : public Optimizer {
                             std::to_string(initial_accumulator_value));
   }
 
-  double learning_rate() const noexcept { return learning_rate_; }
+  const LearningRate& learning_rate() const noexcept { return learning_rate_; }
   double initial_accumulator_value() const noexcept { return initial_accumulator_value_; }
 
  protected:
@@ -38,20 +38,19 @@ class AdagradOptimizer : public Optimizer {
   }
   Operation apply_dense(Output grad, const Variable& var) override {
     return ops::apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
-                              constant_like(var, learning_rate_, "learning_rate"), grad,
-                              "ApplyAdagrad")
+                              learning_rate_for(learning_rate_, var), grad, "ApplyAdagrad")
         .op();
   }
   Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
     const IndexedSlices rows = deduplicate(grad);
     return ops::sparse_apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
-                                     constant_like(var, learning_rate_, "learning_rate"),
-                                     rows.values, rows.indices, "SparseApplyAdagrad")
+                                     learning_rate_for(learning_rate_, var), rows.values,
+                                     rows.indices, "SparseApplyAdagrad")
         .op();
   }
 
  private:
-  double learning_rate_;
+  LearningRate learning_rate_;
   double initial_accumulator_value_;
 };
 

@@ -36,8 +36,9 @@ namespace psflow::train {
 class AdamOptimizer : public Optimizer {
  public:
   // `lazy` changes sparse updates only: see the file comment.
-  explicit AdamOptimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
-                         double epsilon = 1e-8, std::string name = "Adam", bool lazy = false)
+  explicit AdamOptimizer(LearningRate learning_rate = 0.001, double beta1 = 0.9,
+                         double beta2 = 0.999, double epsilon = 1e-8, std::string name = "Adam",
+                         bool lazy = false)
       : Optimizer(std::move(name)),
         learning_rate_(learning_rate),
         beta1_(beta1),
@@ -45,7 +46,7 @@ class AdamOptimizer : public Optimizer {
         epsilon_(epsilon),
         lazy_(lazy) {}
 
-  double learning_rate() const noexcept { return learning_rate_; }
+  const LearningRate& learning_rate() const noexcept { return learning_rate_; }
   double beta1() const noexcept { return beta1_; }
   double beta2() const noexcept { return beta2_; }
   double epsilon() const noexcept { return epsilon_; }
@@ -76,7 +77,7 @@ class AdamOptimizer : public Optimizer {
     auto [beta1_power, beta2_power] = accumulators(var.graph());
     return ops::apply_adam(
                var.ref(), slot(var, "m").ref(), slot(var, "v").ref(), beta1_power.value(),
-               beta2_power.value(), constant_like(var, learning_rate_, "learning_rate"),
+               beta2_power.value(), learning_rate_for(learning_rate_, var),
                constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
                constant_like(var, epsilon_, "epsilon"), grad, /*use_nesterov=*/false, "ApplyAdam")
         .op();
@@ -87,7 +88,7 @@ class AdamOptimizer : public Optimizer {
     const IndexedSlices rows = deduplicate(grad);
     return ops::sparse_apply_adam(
                var.ref(), slot(var, "m").ref(), slot(var, "v").ref(), beta1_power.value(),
-               beta2_power.value(), constant_like(var, learning_rate_, "learning_rate"),
+               beta2_power.value(), learning_rate_for(learning_rate_, var),
                constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
                constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices, lazy_,
                "SparseApplyAdam")
@@ -114,7 +115,7 @@ class AdamOptimizer : public Optimizer {
     return *acc;
   }
 
-  double learning_rate_;
+  LearningRate learning_rate_;
   double beta1_;
   double beta2_;
   double epsilon_;

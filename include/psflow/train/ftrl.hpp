@@ -21,8 +21,9 @@ namespace psflow::train {
 class FtrlOptimizer : public Optimizer {
  public:
   // Throws InvalidArgument, as TF raises ValueError, for learning_rate_power > 0, a negative
-  // initial_accumulator_value, l1 or l2, or a learning rate that is not positive.
-  explicit FtrlOptimizer(double learning_rate, double learning_rate_power = -0.5,
+  // initial_accumulator_value, l1 or l2, or a learning rate number that is not positive (a
+  // learning rate Output is not checked).
+  explicit FtrlOptimizer(LearningRate learning_rate, double learning_rate_power = -0.5,
                          double initial_accumulator_value = 0.1, double l1 = 0.0, double l2 = 0.0,
                          std::string name = "Ftrl")
       : Optimizer(std::move(name)),
@@ -34,8 +35,10 @@ class FtrlOptimizer : public Optimizer {
     auto require = [](bool ok, const std::string& what) {
       if (!ok) throw InvalidArgument("FtrlOptimizer: " + what);
     };
-    require(learning_rate > 0,
-            "learning_rate must be positive, got " + std::to_string(learning_rate));
+    require(
+        learning_rate.is_tensor() || learning_rate.value() > 0,
+        "learning_rate must be positive, got " +
+            (learning_rate.is_tensor() ? std::string() : std::to_string(learning_rate.value())));
     require(learning_rate_power <= 0,
             "learning_rate_power must be <= 0, got " + std::to_string(learning_rate_power));
     require(initial_accumulator_value >= 0, "initial_accumulator_value must be >= 0, got " +
@@ -44,7 +47,7 @@ class FtrlOptimizer : public Optimizer {
     require(l2 >= 0, "l2 must be >= 0, got " + std::to_string(l2));
   }
 
-  double learning_rate() const noexcept { return learning_rate_; }
+  const LearningRate& learning_rate() const noexcept { return learning_rate_; }
   double learning_rate_power() const noexcept { return learning_rate_power_; }
   double initial_accumulator_value() const noexcept { return initial_accumulator_value_; }
   double l1() const noexcept { return l1_; }
@@ -60,8 +63,8 @@ class FtrlOptimizer : public Optimizer {
 
   Operation apply_dense(Output grad, const Variable& var) override {
     return ops::apply_ftrl(var.ref(), slot(var, "accum").ref(), slot(var, "linear").ref(), grad,
-                           constant_like(var, learning_rate_, "learning_rate"),
-                           constant_like(var, l1_, "l1"), constant_like(var, l2_, "l2"),
+                           learning_rate_for(learning_rate_, var), constant_like(var, l1_, "l1"),
+                           constant_like(var, l2_, "l2"),
                            constant_like(var, learning_rate_power_, "learning_rate_power"),
                            "ApplyFtrl")
         .op();
@@ -69,16 +72,16 @@ class FtrlOptimizer : public Optimizer {
 
   Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
     const IndexedSlices rows = deduplicate(grad);
-    return ops::sparse_apply_ftrl(
-               var.ref(), slot(var, "accum").ref(), slot(var, "linear").ref(), rows.values,
-               rows.indices, constant_like(var, learning_rate_, "learning_rate"),
-               constant_like(var, l1_, "l1"), constant_like(var, l2_, "l2"),
-               constant_like(var, learning_rate_power_, "learning_rate_power"), "SparseApplyFtrl")
+    return ops::sparse_apply_ftrl(var.ref(), slot(var, "accum").ref(), slot(var, "linear").ref(),
+                                  rows.values, rows.indices, learning_rate_for(learning_rate_, var),
+                                  constant_like(var, l1_, "l1"), constant_like(var, l2_, "l2"),
+                                  constant_like(var, learning_rate_power_, "learning_rate_power"),
+                                  "SparseApplyFtrl")
         .op();
   }
 
  private:
-  double learning_rate_;
+  LearningRate learning_rate_;
   double learning_rate_power_;
   double initial_accumulator_value_;
   double l1_;

@@ -15,26 +15,26 @@ namespace psflow::train {
 
 class GradientDescentOptimizer : public Optimizer {
  public:
-  explicit GradientDescentOptimizer(double learning_rate, std::string name = "GradientDescent")
+  explicit GradientDescentOptimizer(LearningRate learning_rate,
+                                    std::string name = "GradientDescent")
       : Optimizer(std::move(name)), learning_rate_(learning_rate) {}
 
-  double learning_rate() const noexcept { return learning_rate_; }
+  const LearningRate& learning_rate() const noexcept { return learning_rate_; }
 
  protected:
   Operation apply_dense(Output grad, const Variable& var) override {
-    return ops::apply_gradient_descent(var.ref(),
-                                       constant_like(var, learning_rate_, "learning_rate"), grad,
+    return ops::apply_gradient_descent(var.ref(), learning_rate_for(learning_rate_, var), grad,
                                        "ApplyGradientDescent")
         .op();
   }
   // TF's _apply_sparse_duplicate_indices: var[indices] -= lr * values (duplicates add up).
   Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
-    Output delta = ops::mul(grad.values, constant_like(var, learning_rate_, "learning_rate"));
+    Output delta = ops::mul(grad.values, learning_rate_for(learning_rate_, var));
     return ops::scatter_sub(var, grad.indices, delta, "ScatterSub").op();
   }
 
  private:
-  double learning_rate_;
+  LearningRate learning_rate_;
 };
 
 }  // namespace psflow::train

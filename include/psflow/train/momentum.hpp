@@ -21,14 +21,14 @@ class MomentumOptimizer : public Optimizer {
  public:
   // TF's argument order differs (use_locking, name, use_nesterov); psflow always locks, and
   // takes use_nesterov third (with the learning rate and momentum first), the name last.
-  MomentumOptimizer(double learning_rate, double momentum, bool use_nesterov = false,
+  MomentumOptimizer(LearningRate learning_rate, double momentum, bool use_nesterov = false,
                     std::string name = "Momentum")
       : Optimizer(std::move(name)),
         learning_rate_(learning_rate),
         momentum_(momentum),
         use_nesterov_(use_nesterov) {}
 
-  double learning_rate() const noexcept { return learning_rate_; }
+  const LearningRate& learning_rate() const noexcept { return learning_rate_; }
   double momentum() const noexcept { return momentum_; }
   bool use_nesterov() const noexcept { return use_nesterov_; }
 
@@ -37,23 +37,22 @@ class MomentumOptimizer : public Optimizer {
     for (const auto& v : var_list) zeros_slot(v, "momentum", name());
   }
   Operation apply_dense(Output grad, const Variable& var) override {
-    return ops::apply_momentum(var.ref(), slot(var, "momentum").ref(),
-                               constant_like(var, learning_rate_, "learning_rate"), grad,
-                               constant_like(var, momentum_, "momentum"), use_nesterov_,
-                               "ApplyMomentum")
+    return ops::apply_momentum(
+               var.ref(), slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var), grad,
+               constant_like(var, momentum_, "momentum"), use_nesterov_, "ApplyMomentum")
         .op();
   }
   Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
     const IndexedSlices rows = deduplicate(grad);
-    return ops::sparse_apply_momentum(
-               var.ref(), slot(var, "momentum").ref(),
-               constant_like(var, learning_rate_, "learning_rate"), rows.values, rows.indices,
-               constant_like(var, momentum_, "momentum"), use_nesterov_, "SparseApplyMomentum")
+    return ops::sparse_apply_momentum(var.ref(), slot(var, "momentum").ref(),
+                                      learning_rate_for(learning_rate_, var), rows.values,
+                                      rows.indices, constant_like(var, momentum_, "momentum"),
+                                      use_nesterov_, "SparseApplyMomentum")
         .op();
   }
 
  private:
-  double learning_rate_;
+  LearningRate learning_rate_;
   double momentum_;
   bool use_nesterov_;
 };

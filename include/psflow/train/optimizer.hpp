@@ -20,6 +20,11 @@
 // Hyper-parameters are doubles; each update op gets them as constants of its variable's dtype,
 // created colocated with the variable (TF creates float32 tensors on the worker and casts them
 // per variable; here they live next to the update, so no scalar crosses the network per step).
+// The learning rate may instead be a scalar float32/float64 Output (LearningRate below), e.g. a
+// rate decayed from the global step, computed on any device: each update op takes it as its
+// input, so that one scalar travels to each ps per step. It must have the variable's dtype
+// (psflow's optimizers do not cast it: apply_gradients throws InvalidArgument naming both
+// dtypes); give float32 and float64 variables to two optimizers, each with its own rate.
 //
 // Sparse gradients: a gradient that is an IndexedSlices (the gradient of a gather or
 // embedding_lookup, see psflow/graph/sparse_ops.hpp; in the pairs it is the IndexedSlicesToDense
@@ -57,6 +62,71 @@
 namespace psflow::train {
 
 using GradsAndVars = std::vector<std::pair<Output, Variable>>;
+
+// An optimizer's learning rate: a number, or a scalar float32/float64 Output computed in the
+// graph (from a placeholder, a variable, the global step...). Implicitly constructible from
+// both, so every optimizer takes either: GradientDescentOptimizer(0.1) or
+// GradientDescentOptimizer(lr_tensor). Per variable, a number becomes a constant of the
+// variable's dtype next to the update; an Output is used as it is, and must then have the
+// variable's dtype (TF would cast it; psflow's optimizers do not: for_variable throws
+// InvalidArgument naming both dtypes and saying to cast the rate).
+class LearningRate {
+ public:
+  LearningRate(double value) : value_(value) {}  // NOLINT: implicit, numbers stay numbers
+  // Throws InvalidArgument for an empty Output, a dtype other than float32/float64, or a shape
+  // known not to be a scalar (a shape known only at run time is checked by the update kernel).
+  LearningRate(Output tensor);                                                // NOLINT: implicit
+  LearningRate(const Variable& variable) : LearningRate(variable.value()) {}  // NOLINT: implicit
+
+  bool is_tensor() const noexcept { return tensor_.valid(); }
+  // The number; throws FailedPrecondition when the learning rate is an Output.
+  double value() const {
+    if (is_tensor())
+      throw FailedPrecondition("the learning rate is the tensor '" + tensor_.name() +
+                               "', not a number");
+    return value_;
+  }
+  // The Output; empty when the learning rate is a number.
+  const Output& tensor() const noexcept { return tensor_; }
+
+  // The learning rate as a scalar of `var`'s dtype: for a number, a constant named `name`
+  // created where the caller's scopes say; for an Output, the Output itself after checking that
+  // it belongs to var's graph and has var's dtype (InvalidArgument naming `optimizer`, the
+  // tensor, the variable and both dtypes otherwise).
+  Output for_variable(const Variable& var, std::string_view optimizer,
+                      std::string_view name = "learning_rate") const;
+
+ private:
+  double value_ = 0;
+  Output tensor_;
+};
+
+inline LearningRate::LearningRate(Output tensor) : tensor_(tensor) {
+  if (!tensor.valid()) throw InvalidArgument("learning rate: the Output is empty");
+  if (tensor.dtype() != DType::float32 && tensor.dtype() != DType::float64)
+    throw InvalidArgument("learning rate '" + tensor.name() + "' is " +
+                          std::string(dtype_name(tensor.dtype())) +
+                          "; a learning rate must be a float32 or float64 scalar");
+  const PartialShape shape = tensor.shape();
+  if (shape.known && !shape.dims.empty())
+    throw InvalidArgument("learning rate '" + tensor.name() + "' has shape " + shape.to_string() +
+                          "; a learning rate must be a scalar (shape [])");
+}
+
+inline Output LearningRate::for_variable(const Variable& var, std::string_view optimizer,
+                                         std::string_view name) const {
+  if (!is_tensor()) return ops::scalar_like(var.value(), value_, name);
+  if (&tensor_.graph() != &var.graph())
+    throw InvalidArgument(std::string(optimizer) + ": the learning rate '" + tensor_.name() +
+                          "' belongs to another graph than variable '" + var.name() + "'");
+  if (tensor_.dtype() != var.dtype())
+    throw InvalidArgument(std::string(optimizer) + ": the learning rate '" + tensor_.name() +
+                          "' is " + std::string(dtype_name(tensor_.dtype())) + " but variable '" +
+                          var.name() + "' is " + std::string(dtype_name(var.dtype())) +
+                          "; cast the learning rate to " + std::string(dtype_name(var.dtype())) +
+                          " (or use one optimizer per dtype, each with a rate of its dtype)");
+  return tensor_;
+}
 
 class Optimizer {
  public:
@@ -137,6 +207,10 @@ class Optimizer {
     auto [unique_indices, positions] = ops::unique(grad.indices);
     Output summed = ops::unsorted_segment_sum(grad.values, positions, ops::size(unique_indices));
     return IndexedSlices{summed, unique_indices, grad.dense_shape};
+  }
+  // The learning rate `lr` for `var` (LearningRate::for_variable, errors naming this optimizer).
+  Output learning_rate_for(const LearningRate& lr, const Variable& var) const {
+    return lr.for_variable(var, name_);
   }
   // A scalar constant of `like`'s dtype, created where the caller's scopes say.
   static Output constant_like(const Variable& like, double value, std::string_view name) {

@@ -1,7 +1,8 @@
 // Kernels of the training ops (psflow/graph/training_ops.hpp has their contract and equations):
-// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyAdam, ApplyFtrl and the sparse forms
-// SparseApplyMomentum, SparseApplyAdagrad, SparseApplyAdam, SparseApplyFtrl, for float32 and
-// float64.
+// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyAdam, ApplyFtrl, ApplyRMSProp,
+// ApplyCenteredRMSProp, ApplyAdadelta and the sparse forms SparseApplyMomentum,
+// SparseApplyAdagrad, SparseApplyAdam, SparseApplyFtrl, SparseApplyRMSProp,
+// SparseApplyCenteredRMSProp, SparseApplyAdadelta, for float32 and float64.
 //
 // Each kernel updates its variable and slot variables as one atomic step: it holds the
 // variable's lock, then each slot's lock in input order (variable first, then slots: the one
@@ -499,6 +500,205 @@ class SparseApplyFtrlKernel : public OpKernel {
   }
 };
 
+// Runs a dense Apply op over `vars` (the variable, then its slots) with the gradient at input
+// `grad_input`: locks, checks every slot and the gradient against the variable, then calls
+// fn(tag, grad, out, n) to update the n elements of out (which holds the current values).
+template <std::size_t N, class Fn>
+void dense_update(OpKernelContext& ctx, const std::array<VariableResource*, N>& vars,
+                  int grad_input, Fn&& fn) {
+  const std::string& op = ctx.node().type;
+  const Tensor& grad = ctx.input(grad_input);
+  update_variables_together<N>(op, vars, [&](const auto& cur, const auto& out) {
+    const Tensor& value = *cur[0];
+    for (std::size_t i = 1; i < N; ++i)
+      check_like_variable(op, *vars[0], value, *cur[i], "slot '" + vars[i]->name() + "'");
+    check_like_variable(op, *vars[0], value, grad, "the gradient");
+    visit_floating_dtype(value.dtype(), op, [&](auto tag) {
+      carry_over<N>(cur, out);
+      fn(tag, grad, out, value.size());
+    });
+  });
+  ctx.set_output_ref(0, vars[0]);
+}
+
+// The scalar hyper-parameters of an RMSProp or Adadelta op, read at inputs first, first + 1...
+template <class T>
+struct RmsPropScalars {
+  T lr, rho, momentum, epsilon;
+  RmsPropScalars(OpKernelContext& ctx, int first, DType dt) {
+    const std::string& op = ctx.node().type;
+    lr = scalar_input<T>(op, ctx.input(first), dt, "lr");
+    rho = scalar_input<T>(op, ctx.input(first + 1), dt, "rho");
+    momentum = scalar_input<T>(op, ctx.input(first + 2), dt, "momentum");
+    epsilon = scalar_input<T>(op, ctx.input(first + 3), dt, "epsilon");
+  }
+};
+
+class ApplyRMSPropKernel : public OpKernel {
+ public:
+  explicit ApplyRMSPropKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& ms = ctx.ref_input(1);
+    VariableResource& mom = ctx.ref_input(2);
+    dense_update<3>(ctx, {&var, &ms, &mom}, 7,
+                    [&](auto tag, const Tensor& grad, const auto& out, std::size_t n) {
+                      using T = typename decltype(tag)::type;
+                      const RmsPropScalars<T> h(ctx, 3, grad.dtype());
+                      T* w = out[0]->template data<T>();
+                      T* s = out[1]->template data<T>();
+                      T* m = out[2]->template data<T>();
+                      const T* g = grad.data<T>();
+                      for (std::size_t i = 0; i < n; ++i) {
+                        s[i] += (g[i] * g[i] - s[i]) * (T(1) - h.rho);
+                        m[i] = m[i] * h.momentum + (g[i] * h.lr) / std::sqrt(s[i] + h.epsilon);
+                        w[i] -= m[i];
+                      }
+                    });
+  }
+};
+
+class ApplyCenteredRMSPropKernel : public OpKernel {
+ public:
+  explicit ApplyCenteredRMSPropKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& mg = ctx.ref_input(1);
+    VariableResource& ms = ctx.ref_input(2);
+    VariableResource& mom = ctx.ref_input(3);
+    dense_update<4>(ctx, {&var, &mg, &ms, &mom}, 8,
+                    [&](auto tag, const Tensor& grad, const auto& out, std::size_t n) {
+                      using T = typename decltype(tag)::type;
+                      const RmsPropScalars<T> h(ctx, 4, grad.dtype());
+                      T* w = out[0]->template data<T>();
+                      T* a = out[1]->template data<T>();
+                      T* s = out[2]->template data<T>();
+                      T* m = out[3]->template data<T>();
+                      const T* g = grad.data<T>();
+                      for (std::size_t i = 0; i < n; ++i) {
+                        s[i] += (g[i] * g[i] - s[i]) * (T(1) - h.rho);
+                        a[i] += (g[i] - a[i]) * (T(1) - h.rho);
+                        const T denom = (s[i] - a[i] * a[i]) + h.epsilon;
+                        m[i] = m[i] * h.momentum + g[i] * h.lr / std::sqrt(denom);
+                        w[i] -= m[i];
+                      }
+                    });
+  }
+};
+
+// One Adadelta step of one element (TF's ApplyAdadelta functor, also used by the sparse form).
+template <class T>
+void adadelta_step(T& var, T& accum, T& accum_update, T g, T lr, T rho, T epsilon) {
+  accum = accum * rho + g * g * (T(1) - rho);
+  const T update = std::sqrt(accum_update + epsilon) * (T(1) / std::sqrt(accum + epsilon)) * g;
+  var -= update * lr;
+  accum_update = accum_update * rho + update * update * (T(1) - rho);
+}
+
+class ApplyAdadeltaKernel : public OpKernel {
+ public:
+  explicit ApplyAdadeltaKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& accum = ctx.ref_input(1);
+    VariableResource& accum_update = ctx.ref_input(2);
+    const std::string& op = ctx.node().type;
+    dense_update<3>(ctx, {&var, &accum, &accum_update}, 6,
+                    [&](auto tag, const Tensor& grad, const auto& out, std::size_t n) {
+                      using T = typename decltype(tag)::type;
+                      const DType dt = grad.dtype();
+                      const T lr = scalar_input<T>(op, ctx.input(3), dt, "lr");
+                      const T rho = scalar_input<T>(op, ctx.input(4), dt, "rho");
+                      const T epsilon = scalar_input<T>(op, ctx.input(5), dt, "epsilon");
+                      T* w = out[0]->template data<T>();
+                      T* a = out[1]->template data<T>();
+                      T* u = out[2]->template data<T>();
+                      const T* g = grad.data<T>();
+                      for (std::size_t i = 0; i < n; ++i)
+                        adadelta_step(w[i], a[i], u[i], g[i], lr, rho, epsilon);
+                    });
+  }
+};
+
+class SparseApplyRMSPropKernel : public OpKernel {
+ public:
+  explicit SparseApplyRMSPropKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& ms = ctx.ref_input(1);
+    VariableResource& mom = ctx.ref_input(2);
+    sparse_update<3>(ctx, {&var, &ms, &mom}, 7, 8,
+                     [&](auto tag, const SparseRows& rows, const Tensor& grad, const auto& out) {
+                       using T = typename decltype(tag)::type;
+                       const RmsPropScalars<T> h(ctx, 3, grad.dtype());
+                       T* w = out[0]->template data<T>();
+                       T* s = out[1]->template data<T>();
+                       T* m = out[2]->template data<T>();
+                       const T* g = grad.data<T>();
+                       rows.for_each_element([&](std::size_t e, std::size_t i) {
+                         s[e] = s[e] * h.rho + g[i] * g[i] * (T(1) - h.rho);
+                         m[e] =
+                             m[e] * h.momentum + (T(1) / std::sqrt(s[e] + h.epsilon)) * h.lr * g[i];
+                         w[e] -= m[e];
+                       });
+                     });
+  }
+};
+
+class SparseApplyCenteredRMSPropKernel : public OpKernel {
+ public:
+  explicit SparseApplyCenteredRMSPropKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& mg = ctx.ref_input(1);
+    VariableResource& ms = ctx.ref_input(2);
+    VariableResource& mom = ctx.ref_input(3);
+    sparse_update<4>(ctx, {&var, &mg, &ms, &mom}, 8, 9,
+                     [&](auto tag, const SparseRows& rows, const Tensor& grad, const auto& out) {
+                       using T = typename decltype(tag)::type;
+                       const RmsPropScalars<T> h(ctx, 4, grad.dtype());
+                       T* w = out[0]->template data<T>();
+                       T* a = out[1]->template data<T>();
+                       T* s = out[2]->template data<T>();
+                       T* m = out[3]->template data<T>();
+                       const T* g = grad.data<T>();
+                       rows.for_each_element([&](std::size_t e, std::size_t i) {
+                         s[e] = s[e] * h.rho + g[i] * g[i] * (T(1) - h.rho);
+                         a[e] = a[e] * h.rho + g[i] * (T(1) - h.rho);
+                         const T denom = s[e] + h.epsilon - a[e] * a[e];
+                         m[e] = m[e] * h.momentum + (T(1) / std::sqrt(denom)) * h.lr * g[i];
+                         w[e] -= m[e];
+                       });
+                     });
+  }
+};
+
+class SparseApplyAdadeltaKernel : public OpKernel {
+ public:
+  explicit SparseApplyAdadeltaKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    VariableResource& var = ctx.ref_input(0);
+    VariableResource& accum = ctx.ref_input(1);
+    VariableResource& accum_update = ctx.ref_input(2);
+    const std::string& op = ctx.node().type;
+    sparse_update<3>(ctx, {&var, &accum, &accum_update}, 6, 7,
+                     [&](auto tag, const SparseRows& rows, const Tensor& grad, const auto& out) {
+                       using T = typename decltype(tag)::type;
+                       const DType dt = grad.dtype();
+                       const T lr = scalar_input<T>(op, ctx.input(3), dt, "lr");
+                       const T rho = scalar_input<T>(op, ctx.input(4), dt, "rho");
+                       const T epsilon = scalar_input<T>(op, ctx.input(5), dt, "epsilon");
+                       T* w = out[0]->template data<T>();
+                       T* a = out[1]->template data<T>();
+                       T* u = out[2]->template data<T>();
+                       const T* g = grad.data<T>();
+                       rows.for_each_element([&](std::size_t e, std::size_t i) {
+                         adadelta_step(w[e], a[e], u[e], g[i], lr, rho, epsilon);
+                       });
+                     });
+  }
+};
+
 inline const bool training_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<ApplyGradientDescentKernel>("ApplyGradientDescent");
@@ -510,6 +710,12 @@ inline const bool training_kernels_registered = [] {
   r.add<SparseApplyAdagradKernel>("SparseApplyAdagrad");
   r.add<SparseApplyAdamKernel>("SparseApplyAdam");
   r.add<SparseApplyFtrlKernel>("SparseApplyFtrl");
+  r.add<ApplyRMSPropKernel>("ApplyRMSProp");
+  r.add<ApplyCenteredRMSPropKernel>("ApplyCenteredRMSProp");
+  r.add<ApplyAdadeltaKernel>("ApplyAdadelta");
+  r.add<SparseApplyRMSPropKernel>("SparseApplyRMSProp");
+  r.add<SparseApplyCenteredRMSPropKernel>("SparseApplyCenteredRMSProp");
+  r.add<SparseApplyAdadeltaKernel>("SparseApplyAdadelta");
   return true;
 }();
 
