@@ -128,7 +128,7 @@ using cluster_task::seconds_since;
 
 // The cnn's sizes and default length (see "Models" above).
 constexpr std::size_t kCnnFilters1 = 16, kCnnFilters2 = 32, kCnnDense = 128;
-constexpr std::int64_t kCnnTrainSteps = 6000;
+constexpr std::int64_t kCnnTrainSteps = 8000;
 
 struct TrainerFlags {
   cluster_task::TaskOptions cluster;  // the task, and the connect/recovery/shutdown deadlines
