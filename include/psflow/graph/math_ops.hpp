@@ -1,7 +1,6 @@
 // Math ops: numpy-broadcasting arithmetic, element-wise functions, MatMul and reductions, with
-// their gradients; abs, sign, clip_by_value, reduce_max/min/prod, argmax/argmin and BatchMatMul.
-// Kernels: runtime/kernels/math_kernels.hpp. Each builder takes its graph from its inputs and
-// accepts an optional node name.
+// their gradients. Kernels: runtime/kernels/math_kernels.hpp. Each builder takes its graph from
+// its inputs and accepts an optional node name.
 #pragma once
 
 #include <cstdint>
@@ -337,6 +336,8 @@ inline Grads mean_grad(const Operation& op, const Grads& g) {
 }  // namespace detail
 
 // --- Model-building breadth: abs, sign, clip, reductions, argmax, batch matmul ---
+// Abs, Sign, clip_by_value (composed), Max/Min/Prod reductions with their gradient ops
+// MinOrMaxGrad and ProdGrad, ArgMax/ArgMin, and BatchMatMul.
 
 namespace detail {
 

@@ -2,8 +2,7 @@
 // functions (runtime/elementwise_kernel.hpp applies the functors below), Sum and Mean (numpy
 // semantics: negative axes, empty = all, keep_dims; floating sums accumulate in double), and
 // MatMul: float32/float64 go straight to OpenBLAS's cblas_?gemm (the one header BLAS enters
-// through); integer matrices use a plain loop. Abs, Sign, Max/Min/Prod (and their gradient
-// kernels MinOrMaxGrad, ProdGrad), ArgMax/ArgMin, and BatchMatMul (cblas per batch).
+// through); integer matrices use a plain loop.
 #pragma once
 
 #include <cblas.h>
@@ -350,6 +349,8 @@ class ReductionKernel : public OpKernel {
 };
 
 // --- Model-building breadth: abs, sign, clip, reductions, argmax, batch matmul ---
+// Abs, Sign, Max/Min/Prod (and their gradient kernels MinOrMaxGrad, ProdGrad), ArgMax/ArgMin,
+// and BatchMatMul (cblas per batch).
 
 struct AbsOp {
   template <class T>
