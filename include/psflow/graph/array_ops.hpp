@@ -638,7 +638,8 @@ inline std::vector<Output> split(Output value, int num_split, int axis = 0,
 }
 
 // TF1's tf.split with a list of sizes: pieces of those sizes along axis, one size may be -1 (the
-// rest) ("SplitV").
+// rest) ("SplitV"). A one-element list must be spelled std::vector<std::int64_t>{n}: a braced
+// {n} picks the num_split overload.
 inline std::vector<Output> split(Output value, std::vector<std::int64_t> size_splits, int axis = 0,
                                  std::string_view name = "") {
   auto op = detail::build_op(
