@@ -932,6 +932,40 @@ TEST_CASE("a learning rate fed through a placeholder gives the number's updates,
         Approx(accum0));
 }
 
+TEST_CASE("a learning rate computed on the worker travels to the ps with the gradient") {
+  const std::string ps0 = "/job:ps/replica:0/task:0/device:CPU:0";
+  const std::string worker = "/job:worker/replica:0/task:0/device:CPU:0";
+  Graph g;
+  Variable w, step;
+  {
+    auto ps = g.device("/job:ps/task:0");
+    w = get_variable(g, "w", {4}, zeros_initializer());
+    step = get_variable(g, "step", {}, zeros_initializer(), DType::float32, false);
+  }
+  auto on_worker = g.device("/job:worker/task:0");
+  // A decayed rate: 0.1 / (1 + step), computed on the worker.
+  Output lr = ops::div(ops::scalar_like(step.value(), 0.1), step.value() + 1.0, "decayed_lr");
+  Output grad = ops::constant(g, Tensor::from_vector(std::vector<float>{1, 2, 3, 4}), "grad");
+  train::RMSPropOptimizer opt(lr);
+  Operation train_op = opt.apply_gradients({{grad, w}});
+  const auto nodes = needed_nodes(g, {}, {train_op.id()}, {});
+  const auto devices = place_nodes(g, nodes, {ps0, worker}, worker);
+  auto device_of = [&](std::string_view op) {
+    const int id = g.operation(op).id();
+    return devices.at(
+        static_cast<std::size_t>(std::find(nodes.begin(), nodes.end(), id) - nodes.begin()));
+  };
+  CHECK(device_of("RMSProp/update_w/ApplyRMSProp") == ps0);
+  CHECK(device_of("decayed_lr") == worker);
+  const auto plan =
+      partition_graph(g, nodes, devices, {}, {}, worker, [](const std::string&) { return 7u; });
+  std::vector<std::string> data_to_ps;
+  for (const auto& t : plan.transfers)
+    if (!t.control && t.dst_device != worker) data_to_ps.push_back(t.tensor);
+  std::sort(data_to_ps.begin(), data_to_ps.end());
+  CHECK(data_to_ps == std::vector<std::string>{"decayed_lr:0", "grad:0"});
+}
+
 TEST_CASE("every optimizer takes its learning rate as an Output, dense and sparse") {
   using namespace optimizers_test;
   // For each optimizer: the same training with the learning rate 0.05 as a number and as a
