@@ -1043,16 +1043,23 @@ TEST_CASE("every optimizer takes its learning rate as an Output, dense and spars
   }
 }
 
-TEST_CASE("learning rate Outputs: wrong dtype, shape or graph are InvalidArgument") {
+TEST_CASE("a learning rate Output of another float dtype is cast to the variable's, as TF") {
   Graph g;
   Variable w = get_variable(g, "w", {2}, zeros_initializer(), DType::float64);
   Output gw = ops::placeholder(g, DType::float64, {2}, "gw");
   Output lr32 = ops::placeholder(g, DType::float32, {}, "lr32");
   train::GradientDescentOptimizer opt(lr32);
-  CHECK_THROWS_WITH(opt.apply_gradients({{gw, w}}),
-                    Catch::Contains("GradientDescent") && Catch::Contains("lr32") &&
-                        Catch::Contains("float32") && Catch::Contains("float64") &&
-                        Catch::Contains("cast"));
+  Operation step = opt.apply_gradients({{gw, w}});
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  sess.run(step, {{gw, Tensor::from_vector(std::vector<double>{1, -2})}, {lr32, Tensor(0.5f)}});
+  CHECK(values_of<double>(sess.run({w.value()})[0]) == std::vector<double>{-0.5, 1});
+}
+
+TEST_CASE("learning rate Outputs: wrong dtype, shape or graph are InvalidArgument") {
+  Graph g;
+  Variable w = get_variable(g, "w", {2}, zeros_initializer(), DType::float64);
+  Output gw = ops::placeholder(g, DType::float64, {2}, "gw");
   CHECK_THROWS_WITH(train::GradientDescentOptimizer(ops::placeholder(g, DType::float32, {2}, "v")),
                     Catch::Contains("v:0") && Catch::Contains("[2]") && Catch::Contains("scalar"));
   CHECK_THROWS_WITH(train::AdamOptimizer(ops::placeholder(g, DType::int32, {}, "steps")),

@@ -15,11 +15,10 @@
 // with decay = min(decay, (1 + num_updates) / (10 + num_updates)) when num_updates is given
 // (TF's warm-up: the average moves faster while few updates were made).
 //
-// Choices where psflow differs from TF, for lack of a Cast op: num_updates must be a float32 or
-// float64 variable of the averaged variables' dtype (TF casts any numeric variable, usually the
-// int64 global step, to float32; here apply throws InvalidArgument naming both dtypes). zero_debias
-// is accepted as TF's, and as in TF it changes nothing here: TF debiases only averages of plain
-// tensors, which start at zero; apply averages variables, whose shadows start at their value.
+// num_updates is any number variable, usually the int64 global step; as TF, it is cast to float32
+// for the decay, which is then cast to each variable's dtype. zero_debias is accepted as TF's,
+// and as in TF it changes nothing here: TF debiases only averages of plain tensors, which start
+// at zero; apply averages variables, whose shadows start at their value.
 //
 // Not thread-safe: build graphs from one thread, as with Graph.
 #pragma once
@@ -32,6 +31,7 @@
 #include <vector>
 
 #include "psflow/graph/control_ops.hpp"
+#include "psflow/graph/logic_ops.hpp"
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/variable.hpp"
 #include "psflow/train/optimizer.hpp"
@@ -91,12 +91,10 @@ inline ExponentialMovingAverage::ExponentialMovingAverage(double decay,
   if (num_updates_) {
     if (!num_updates_->valid())
       throw InvalidArgument("ExponentialMovingAverage: num_updates is an empty Variable");
-    if (!is_floating(num_updates_->dtype()))
-      throw InvalidArgument(
-          "ExponentialMovingAverage: num_updates '" + num_updates_->name() + "' is " +
-          std::string(dtype_name(num_updates_->dtype())) +
-          "; psflow has no Cast op yet, so num_updates must be a float32 or float64 variable of "
-          "the averaged variables' dtype");
+    if (!is_numeric(num_updates_->dtype()))
+      throw InvalidArgument("ExponentialMovingAverage: num_updates '" + num_updates_->name() +
+                            "' is " + std::string(dtype_name(num_updates_->dtype())) +
+                            "; it counts updates, so it must be a number (usually global_step)");
   }
 }
 
@@ -132,12 +130,6 @@ inline Operation ExponentialMovingAverage::apply(Graph& graph,
       throw InvalidArgument(
           "ExponentialMovingAverage::apply: moving average already computed for '" + var.name() +
           "'");
-    if (num_updates_ && num_updates_->dtype() != var.dtype())
-      throw InvalidArgument(
-          "ExponentialMovingAverage::apply: num_updates '" + num_updates_->name() + "' is " +
-          std::string(dtype_name(num_updates_->dtype())) + " but variable '" + var.name() +
-          "' is " + std::string(dtype_name(var.dtype())) +
-          "; cast num_updates to the variables' dtype (psflow has no Cast op yet)");
     if (num_updates_ && &num_updates_->graph() != &graph)
       throw InvalidArgument("ExponentialMovingAverage::apply: num_updates '" +
                             num_updates_->name() + "' belongs to another graph");
@@ -167,7 +159,7 @@ inline Operation ExponentialMovingAverage::apply(Graph& graph,
     auto in_scope = graph.name_scope(scope + "/");
     Output one_minus_decay;  // with num_updates: 1 - min(decay, (1 + n) / (10 + n))
     if (num_updates_) {
-      Output n = num_updates_->value();
+      Output n = ops::cast(num_updates_->value(), DType::float32);
       Output decay = ops::minimum(ops::scalar_like(n, decay_, "decay"), (1.0 + n) / (10.0 + n));
       one_minus_decay = ops::sub(ops::scalar_like(n, 1.0), decay, "one_minus_decay");
     }
@@ -176,7 +168,7 @@ inline Operation ExponentialMovingAverage::apply(Graph& graph,
       auto name_scope = graph.name_scope("AssignMovingAvg");
       auto colocated = graph.colocate_with(avg.op());
       Output factor = one_minus_decay.valid()
-                          ? one_minus_decay
+                          ? ops::cast(one_minus_decay, var.dtype())
                           : ops::scalar_like(avg.value(), 1.0 - decay_, "decay");
       // Fresh reads, made in the caller's control_dependencies scope (TF's pattern: average
       // after the training op), not the variables' "read" snapshots made at their creation.

@@ -22,9 +22,8 @@
 // per variable; here they live next to the update, so no scalar crosses the network per step).
 // The learning rate may instead be a scalar float32/float64 Output (LearningRate below), e.g. a
 // rate decayed from the global step, computed on any device: each update op takes it as its
-// input, so that one scalar travels to each ps per step. It must have the variable's dtype
-// (psflow's optimizers do not cast it: apply_gradients throws InvalidArgument naming both
-// dtypes); give float32 and float64 variables to two optimizers, each with its own rate.
+// input, so that one scalar travels to each ps per step; as TF, it is cast to each variable's
+// dtype where their dtypes differ.
 //
 // Sparse gradients: a gradient that is an IndexedSlices (the gradient of a gather or
 // embedding_lookup, see psflow/graph/sparse_ops.hpp; in the pairs it is the IndexedSlicesToDense
@@ -53,6 +52,7 @@
 #include <vector>
 
 #include "psflow/graph/control_ops.hpp"
+#include "psflow/graph/logic_ops.hpp"
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/sparse_ops.hpp"
 #include "psflow/graph/training_ops.hpp"
@@ -67,9 +67,8 @@ using GradsAndVars = std::vector<std::pair<Output, Variable>>;
 // graph (from a placeholder, a variable, the global step...). Implicitly constructible from
 // both, so every optimizer takes either: GradientDescentOptimizer(0.1) or
 // GradientDescentOptimizer(lr_tensor). Per variable, a number becomes a constant of the
-// variable's dtype next to the update; an Output is used as it is, and must then have the
-// variable's dtype (TF would cast it; psflow's optimizers do not: for_variable throws
-// InvalidArgument naming both dtypes and saying to cast the rate).
+// variable's dtype next to the update; an Output is used as it is, cast to the variable's dtype
+// when that differs (as TF's _prepare casts the rate per variable dtype).
 class LearningRate {
  public:
   LearningRate(double value) : value_(value) {}  // NOLINT: implicit, numbers stay numbers
@@ -90,9 +89,9 @@ class LearningRate {
   const Output& tensor() const noexcept { return tensor_; }
 
   // The learning rate as a scalar of `var`'s dtype: for a number, a constant named `name`
-  // created where the caller's scopes say; for an Output, the Output itself after checking that
-  // it belongs to var's graph and has var's dtype (InvalidArgument naming `optimizer`, the
-  // tensor, the variable and both dtypes otherwise).
+  // created where the caller's scopes say; for an Output, the Output itself (cast to var's dtype
+  // where it differs) after checking that it belongs to var's graph (InvalidArgument naming
+  // `optimizer`, the tensor and the variable otherwise).
   Output for_variable(const Variable& var, std::string_view optimizer,
                       std::string_view name = "learning_rate") const;
 
@@ -119,13 +118,7 @@ inline Output LearningRate::for_variable(const Variable& var, std::string_view o
   if (&tensor_.graph() != &var.graph())
     throw InvalidArgument(std::string(optimizer) + ": the learning rate '" + tensor_.name() +
                           "' belongs to another graph than variable '" + var.name() + "'");
-  if (tensor_.dtype() != var.dtype())
-    throw InvalidArgument(std::string(optimizer) + ": the learning rate '" + tensor_.name() +
-                          "' is " + std::string(dtype_name(tensor_.dtype())) + " but variable '" +
-                          var.name() + "' is " + std::string(dtype_name(var.dtype())) +
-                          "; cast the learning rate to " + std::string(dtype_name(var.dtype())) +
-                          " (or use one optimizer per dtype, each with a rate of its dtype)");
-  return tensor_;
+  return ops::cast(tensor_, var.dtype());
 }
 
 class Optimizer {
