@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Turns the Google Benchmark JSON of bench_net, bench_local and bench_sparse into one table.
+"""Turns the Google Benchmark JSON of bench_net, bench_local, bench_sparse and bench_conv into one
+table.
 
-    report.py net.json local.json sparse.json [--markdown]
+    report.py net.json local.json sparse.json conv.json [--markdown]
 
 Each row: figure, psflow, baseline, ratio (psflow / baseline), target, met. Where Google
 Benchmark ran repetitions the median aggregate is used. Rows of benchmarks that were not run
@@ -21,6 +22,7 @@ EXECUTOR_NS = 150.0
 MATMUL_RATIO = 0.95
 ELEMENTWISE_RATIO = 0.5
 RSS_LIMIT_MIB = 1.5 * 256 + 64
+CONV_RATIO = 0.7  # Conv2D and its backprop ops against sgemm on the im2col-shaped matrices
 SPARSE_SIZE_RATIO = 1.3  # step time on the 8M-row table / on the 1M-row table
 SPARSE_RSS_SLACK_MIB = 64  # a ps's peak RSS may exceed its shards' bytes by this much
 # ps-lite on this machine, the same 4096-id pull + push over 2 servers; measured separately,
@@ -149,6 +151,22 @@ def sparse(runs, t):
                   None if (p is None or limit is None) else p <= limit)
 
 
+CONV_LAYERS = ["28x28x1_5x5x16", "14x14x16_5x5x32", "28x28x8_3x3x16", "14x14x32_3x3x64",
+               "7x7x64_3x3x64"]
+
+
+def conv(runs, t):
+    """Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (bench_conv) against sgemm."""
+    for layer in CONV_LAYERS:
+        for pass_ in ["forward", "backprop_input", "backprop_filter"]:
+            key = "%s/%s" % (layer, pass_)
+            p = get(runs, "conv/psflow/" + key, "items_per_second")
+            r = get(runs, "conv/sgemm/" + key, "items_per_second")
+            t.add("Conv2D %s, batch 64, SAME: %s" % (layer, pass_.replace("_", " ")), p, r,
+                  "GFLOP/s", "≥ %.1f × sgemm" % CONV_RATIO,
+                  None if (p is None or r is None) else p / r >= CONV_RATIO)
+
+
 def sparse_details(runs):
     lines = []
     for rows in ["1M", "8M"]:
@@ -236,6 +254,7 @@ def main(argv):
               None if p is None else p <= RSS_LIMIT_MIB)
 
     sparse(runs, t)
+    conv(runs, t)
 
     print(t.render())
 

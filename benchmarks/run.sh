@@ -15,15 +15,15 @@ cd "$(dirname "$0")/.."
 
 repetitions=3
 filter=.
-binaries=(net local sparse)
+binaries=(net local sparse conv)
 while [ $# -gt 0 ]; do
   case "$1" in
     --repetitions) repetitions=$2; shift 2 ;;
     --filter) filter=$2; shift 2 ;;
     --only)
-      case "$2" in net|local|sparse) binaries=("$2") ;; *) echo "$0: --only net|local|sparse" >&2; exit 2 ;; esac
+      case "$2" in net|local|sparse|conv) binaries=("$2") ;; *) echo "$0: --only net|local|sparse|conv" >&2; exit 2 ;; esac
       shift 2 ;;
-    *) echo "usage: $0 [--repetitions N] [--filter REGEX] [--only net|local|sparse]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--repetitions N] [--filter REGEX] [--only net|local|sparse|conv]" >&2; exit 2 ;;
   esac
 done
 
@@ -39,13 +39,14 @@ for b in "${binaries[@]}"; do
     net) targets+=(raw_peer bench_ps bench_net) ;;
     local) targets+=(bench_local) ;;
     sparse) targets+=(raw_peer bench_ps bench_sparse) ;;
+    conv) targets+=(bench_conv) ;;
   esac
 done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 results=$build/benchmarks/results
 mkdir -p "$results"
-rm -f "$results"/net.json "$results"/local.json "$results"/sparse.json
+rm -f "$results"/net.json "$results"/local.json "$results"/sparse.json "$results"/conv.json
 echo "run.sh: load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 common=(--benchmark_repetitions="$repetitions" --benchmark_report_aggregates_only=true
@@ -61,7 +62,7 @@ echo "run.sh: load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 inputs=()
-for f in "$results/net.json" "$results/local.json" "$results/sparse.json"; do [ -s "$f" ] && inputs+=("$f"); done
+for f in "$results/net.json" "$results/local.json" "$results/sparse.json" "$results/conv.json"; do [ -s "$f" ] && inputs+=("$f"); done
 [ ${#inputs[@]} -gt 0 ] || { echo "run.sh: no results" >&2; exit 1; }
 /usr/bin/python3 benchmarks/report.py "${inputs[@]}" || status=$?
 exit "$status"

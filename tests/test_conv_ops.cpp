@@ -346,9 +346,11 @@ std::vector<double> naive_conv(const std::vector<double>& x, const Shape& xs,
 
 TEST_CASE("Conv2D over a batch processed in several im2col chunks matches direct loops",
           "[conv_ops]") {
-  // 40 images of 32x32x8 with a 3x3 filter: 576 KiB of im2col rows per image in float64, so
-  // the 8 MiB chunk holds 14 images and the batch runs in three chunks.
-  const Shape xs = {40, 32, 32, 8}, fs = {3, 3, 8, 4};
+  // 40 images of 16x16x2 with a 3x3 filter: 36 KiB of im2col rows per image in float64, so a
+  // 256 KiB chunk holds 7 images and the batch runs in 6 chunks, the last one shorter.
+  constexpr std::size_t kSize = 16, kC = 2;
+  constexpr std::int64_t kSide = 16;
+  const Shape xs = {40, kSize, kSize, kC}, fs = {3, 3, kC, 4};
   Random r(7);
   const auto xa = r.array(xs), fa = r.array(fs);
   const std::vector<double> x(xa.begin(), xa.end()), f(fa.begin(), fa.end());
@@ -370,13 +372,13 @@ TEST_CASE("Conv2D over a batch processed in several im2col chunks matches direct
     // filter, df[kh, kw, ci, co] = sum x[n, h, w, ci] * y[n, oh, ow, co]; for the input, the
     // transposed sum. Spot-check a few elements of each by direct loops.
     const auto dx = as_doubles(got[1]), df = as_doubles(got[2]);
-    const auto wh = *psflow::detail::windowed_size(32, 3, 1, same);
+    const auto wh = *psflow::detail::windowed_size(kSide, 3, 1, same);
     const auto in = [&](std::int64_t n, std::int64_t h, std::int64_t w, std::size_t c) {
-      return (h < 0 || w < 0 || h >= 32 || w >= 32)
+      return (h < 0 || w < 0 || h >= kSide || w >= kSide)
                  ? 0.0
-                 : x[((static_cast<std::size_t>(n) * 32 + static_cast<std::size_t>(h)) * 32 +
+                 : x[((static_cast<std::size_t>(n) * kSize + static_cast<std::size_t>(h)) * kSize +
                       static_cast<std::size_t>(w)) *
-                         8 +
+                         kC +
                      c];
     };
     const auto out = [&](std::size_t n, std::int64_t oh, std::int64_t ow, std::size_t co) {
@@ -387,7 +389,7 @@ TEST_CASE("Conv2D over a batch processed in several im2col chunks matches direct
                   co];
     };
     for (std::size_t kh = 0; kh < 3; kh += 2)
-      for (std::size_t ci = 0; ci < 8; ci += 3)
+      for (std::size_t ci = 0; ci < kC; ci += 1)
         for (std::size_t co = 0; co < 4; co += 3) {
           double sum = 0;
           for (std::size_t n = 0; n < 40; ++n)
@@ -397,21 +399,22 @@ TEST_CASE("Conv2D over a batch processed in several im2col chunks matches direct
                           oh - wh.pad_before + static_cast<std::int64_t>(kh),
                           ow - wh.pad_before + 1, ci) *
                        out(n, oh, ow, co);
-          CHECK(psflow::testing::close(df[((kh * 3 + 1) * 8 + ci) * 4 + co], sum, 1e-9));
+          CHECK(psflow::testing::close(df[((kh * 3 + 1) * kC + ci) * 4 + co], sum, 1e-9));
         }
     for (std::size_t n = 0; n < 40; n += 13)
-      for (std::int64_t h = 0; h < 32; h += 31)
-        for (std::size_t ci = 0; ci < 8; ci += 5) {
-          const std::int64_t w = 17;
+      for (std::int64_t h = 0; h < kSide; h += kSide - 1)
+        for (std::size_t ci = 0; ci < kC; ci += 1) {
+          const std::int64_t w = kSide / 2 + 1;
           double sum = 0;
           for (std::size_t kh = 0; kh < 3; ++kh)
             for (std::size_t kw = 0; kw < 3; ++kw)
               for (std::size_t co = 0; co < 4; ++co)
-                sum += f[((kh * 3 + kw) * 8 + ci) * 4 + co] *
+                sum += f[((kh * 3 + kw) * kC + ci) * 4 + co] *
                        out(n, h + wh.pad_before - static_cast<std::int64_t>(kh),
                            w + wh.pad_before - static_cast<std::int64_t>(kw), co);
           CHECK(psflow::testing::close(
-              dx[((n * 32 + static_cast<std::size_t>(h)) * 32 + static_cast<std::size_t>(w)) * 8 +
+              dx[((n * kSize + static_cast<std::size_t>(h)) * kSize + static_cast<std::size_t>(w)) *
+                     kC +
                  ci],
               sum, 1e-9));
         }
@@ -928,7 +931,7 @@ TEST_CASE("the image kernels reject bad run-time shapes with InvalidArgument nam
   CHECK_THAT(
       invalid_argument_message([&] {
         sess.run({y},
-                 {{x, x1}, {f, make(DType::float64, filter_pattern({6, 2, 2, 1}), {5, 2, 2, 1})}});
+                 {{x, x1}, {f, make(DType::float64, filter_pattern({6, 2, 2, 1}), {6, 2, 2, 1})}});
       }),
       Contains("conv") && Contains("VALID"));
   CHECK_THAT(invalid_argument_message([&] {
@@ -979,6 +982,24 @@ TEST_CASE("the image ops and their gradients handle an empty batch", "[conv_ops]
     check_values(got[4], {3, 3, 2, 4}, std::vector<double>(72, 0.0), 0);
     check_values(got[5], {4}, {0, 0, 0, 0}, 0);
   }
+}
+
+TEST_CASE("VALID padding with a window one cell larger than the input gives an empty output, as TF",
+          "[conv_ops]") {
+  // TF's arithmetic: (in - k + s) / s = (2 - 3 + 1) / 1 = 0 cells; one cell smaller is an error.
+  Graph g;
+  const Output x =
+      ops::constant(g, make(DType::float32, input_pattern({1, 2, 2, 1}), {1, 2, 2, 1}));
+  const Output f =
+      ops::constant(g, make(DType::float32, filter_pattern({3, 3, 1, 2}), {3, 3, 1, 2}));
+  const Output y = ops::conv2d(x, f, {1, 1, 1, 1}, "VALID");
+  const Output p = ops::max_pool(x, {1, 3, 3, 1}, {1, 1, 1, 1}, "VALID");
+  CHECK(y.shape() == PartialShape::of({1, 0, 0, 2}));
+  CHECK(p.shape() == PartialShape::of({1, 0, 0, 1}));
+  Session sess(g);
+  const auto got = sess.run({y, p});
+  CHECK(got[0].shape() == Shape{1, 0, 0, 2});
+  CHECK(got[1].shape() == Shape{1, 0, 0, 1});
 }
 
 // ---------------------------------------------------------------------------------------------

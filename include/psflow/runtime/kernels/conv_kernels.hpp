@@ -26,8 +26,10 @@ namespace psflow {
 
 namespace detail {
 
-// Upper bound on a convolution's im2col scratch matrix per kernel call (at least one image).
-inline constexpr std::size_t kConvScratchBytes = std::size_t{8} << 20;
+// Upper bound on a convolution's im2col scratch matrix per GEMM (at least one image): small
+// enough to stay in L2 between im2col writing it and the GEMM reading it, which measured faster
+// (benchmarks/bench_conv.cpp) than one matrix of 1 or 8 MiB.
+inline constexpr std::size_t kConvScratchBytes = std::size_t{256} << 10;
 
 // The window attributes of a conv or pool node, checked again at run time.
 struct WindowAttrs {
@@ -172,6 +174,36 @@ Tensor scratch(std::size_t elements) {
   return Tensor::uninitialized(dtype_of<T>(), {elements});
 }
 
+// dst[0, n) = src[0, n) for the short runs im2col copies (a filter row: kw * C values): inline
+// stores instead of a memmove call per run, which costs more than the copy when C is small.
+template <class T>
+inline void copy_run(const T* src, std::size_t n, T* dst) {
+  if (n > 32) {
+    std::copy_n(src, n, dst);
+    return;
+  }
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    dst[i] = src[i];
+    dst[i + 1] = src[i + 1];
+    dst[i + 2] = src[i + 2];
+    dst[i + 3] = src[i + 3];
+  }
+  switch (n - i) {
+    case 3:
+      dst[i + 2] = src[i + 2];
+      [[fallthrough]];
+    case 2:
+      dst[i + 1] = src[i + 1];
+      [[fallthrough]];
+    case 1:
+      dst[i] = src[i];
+      break;
+    default:
+      break;
+  }
+}
+
 // Rows of `col` for `images` images starting at `input`: one row [KH, KW, C] per output pixel.
 template <class T>
 void im2col(const T* input, const WindowGeometry& g, std::size_t images, T* col) {
@@ -194,7 +226,7 @@ void im2col(const T* input, const WindowGeometry& g, std::size_t images, T* col)
           }
           const T* src = image + static_cast<std::size_t>(h) * g.in_w * g.in_c;
           if (inside) {
-            std::copy_n(src + static_cast<std::size_t>(w0) * g.in_c, row_len, dst);
+            copy_run(src + static_cast<std::size_t>(w0) * g.in_c, row_len, dst);
             continue;
           }
           for (std::ptrdiff_t kw = 0; kw < k_w; ++kw, dst += g.in_c) {
@@ -202,7 +234,7 @@ void im2col(const T* input, const WindowGeometry& g, std::size_t images, T* col)
             if (w < 0 || w >= in_w)
               std::fill_n(dst, g.in_c, T(0));
             else
-              std::copy_n(src + static_cast<std::size_t>(w) * g.in_c, g.in_c, dst);
+              copy_run(src + static_cast<std::size_t>(w) * g.in_c, g.in_c, dst);
           }
         }
       }
@@ -222,11 +254,17 @@ void col2im(const T* col, const WindowGeometry& g, std::size_t images, T* input)
       const std::ptrdiff_t h0 = static_cast<std::ptrdiff_t>(oh * g.stride_h) - g.pad_top;
       for (std::size_t ow = 0; ow < g.out_w; ++ow, col += patch) {
         const std::ptrdiff_t w0 = static_cast<std::ptrdiff_t>(ow * g.stride_w) - g.pad_left;
+        const bool inside = w0 >= 0 && w0 + k_w <= in_w;
         for (std::size_t kh = 0; kh < g.k_h; ++kh) {
           const std::ptrdiff_t h = h0 + static_cast<std::ptrdiff_t>(kh);
           if (h < 0 || h >= in_h) continue;
           const T* src = col + kh * row_len;
           T* row = image + static_cast<std::size_t>(h) * g.in_w * g.in_c;
+          if (inside) {  // the filter row's cells are contiguous in the image
+            T* dst = row + static_cast<std::size_t>(w0) * g.in_c;
+            for (std::size_t i = 0; i < row_len; ++i) dst[i] += src[i];
+            continue;
+          }
           for (std::ptrdiff_t kw = 0; kw < k_w; ++kw, src += g.in_c) {
             const std::ptrdiff_t w = w0 + kw;
             if (w < 0 || w >= in_w) continue;
