@@ -505,7 +505,8 @@ TEST_CASE("expand_dims and squeeze errors name the axis and the input", "[array]
 // ---------------------------------------------------------------------------------------------
 // one_hot
 
-TEST_CASE("one_hot gives TF's rows, all off for indices outside [0, depth)", "[array][one_hot]") {
+TEST_CASE("one_hot gives TF's rows, all off for indices outside 0 to depth - 1",
+          "[array][one_hot]") {
   Graph g;
   const Output i32 = ops::constant(g, Tensor::from_vector<std::int32_t>({0, 2, -1, 3}));
   const Output rows = ops::one_hot(i32, 3);

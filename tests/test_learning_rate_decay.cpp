@@ -36,25 +36,24 @@ void expect_rates(Build build, const std::vector<StepAndRate>& expected) {
   Session sess(g);
   for (const auto& [at, want] : expected) {
     INFO("global step " << at);
-    CHECK(sess.run({rate}, {{step, Tensor(at)}})[0].scalar<float>() ==
-          Approx(want).epsilon(1e-6));
+    CHECK(sess.run({rate}, {{step, Tensor(at)}})[0].scalar<float>() == Approx(want).epsilon(1e-6));
   }
 }
 
 TEST_CASE("exponential_decay: lr * rate ^ (step / decay_steps), floored with staircase",
           "[train][schedules]") {
-  expect_rates([](Output step) { return train::exponential_decay(0.1, step, 100, 0.96); },
-               {{0, 0.1},
-                {50, 0.1 * std::pow(0.96, 0.5)},
-                {100, 0.096},
-                {250, 0.1 * std::pow(0.96, 2.5)}});
+  expect_rates(
+      [](Output step) { return train::exponential_decay(0.1, step, 100, 0.96); },
+      {{0, 0.1}, {50, 0.1 * std::pow(0.96, 0.5)}, {100, 0.096}, {250, 0.1 * std::pow(0.96, 2.5)}});
   expect_rates([](Output step) { return train::exponential_decay(0.1, step, 100, 0.96, true); },
                {{0, 0.1}, {99, 0.1}, {100, 0.096}, {150, 0.096}, {250, 0.1 * 0.96 * 0.96}});
 }
 
 TEST_CASE("piecewise_constant: values[i] up to and including boundaries[i]", "[train][schedules]") {
   expect_rates(
-      [](Output step) { return train::piecewise_constant(step, {100, 200}, {1.0, 0.5, 0.1}); },
+      [](Output step) {
+        return train::piecewise_constant(step, {100, 200}, {1.0, 0.5, 0.1});
+      },
       {{0, 1.0}, {100, 1.0}, {101, 0.5}, {200, 0.5}, {201, 0.1}, {100000, 0.1}});
   expect_rates([](Output step) { return train::piecewise_constant(step, {}, {0.25}); },
                {{0, 0.25}, {7, 0.25}});
@@ -62,9 +61,8 @@ TEST_CASE("piecewise_constant: values[i] up to and including boundaries[i]", "[t
 
 TEST_CASE("polynomial_decay: from lr to end_learning_rate over decay_steps, or in cycles",
           "[train][schedules]") {
-  expect_rates(
-      [](Output step) { return train::polynomial_decay(0.1, step, 1000, 0.01, 0.5); },
-      {{0, 0.1}, {500, 0.09 * std::sqrt(0.5) + 0.01}, {1000, 0.01}, {2000, 0.01}});
+  expect_rates([](Output step) { return train::polynomial_decay(0.1, step, 1000, 0.01, 0.5); },
+               {{0, 0.1}, {500, 0.09 * std::sqrt(0.5) + 0.01}, {1000, 0.01}, {2000, 0.01}});
   expect_rates([](Output step) { return train::polynomial_decay(0.1, step, 1000); },
                {{0, 0.1}, {250, (0.1 - 0.0001) * 0.75 + 0.0001}, {5000, 0.0001}});
   // cycle: decay_steps grows to the next multiple of 1000 at or above the step.

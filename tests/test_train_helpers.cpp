@@ -258,8 +258,9 @@ TEST_CASE("ExponentialMovingAverage: shadows named like TF's, start at the value
 }
 
 // num_updates is cast to float32 as TF does, so the usual int64 global step works as well.
-TEMPLATE_TEST_CASE("ExponentialMovingAverage with num_updates: decay = min(decay, (1 + n) / (10 + n))",
-                   "", float, std::int64_t) {
+TEMPLATE_TEST_CASE(
+    "ExponentialMovingAverage with num_updates: decay = min(decay, (1 + n) / (10 + n))", "", float,
+    std::int64_t) {
   using N = TestType;
   Graph g;
   Variable w = get_variable(g, "w", {2}, values_initializer({1, 2}));

@@ -233,7 +233,7 @@ struct Model {
   psflow::Operation train_op;
   std::unique_ptr<psflow::train::Optimizer> optimizer;
   std::unique_ptr<psflow::train::SyncReplicasOptimizer> sync;  // --sync_replicas
-  std::int64_t decay_step = -1;  // -1: one learning rate throughout
+  std::int64_t decay_step = -1;                                // -1: one learning rate throughout
   // The end-of-training handshake (distributed only): see the comment at the top.
   cluster_task::WorkersDone workers_done;
 
@@ -310,8 +310,8 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
         psflow::ops::softmax_cross_entropy_with_logits(m.labels, m.logits), {}, false, "loss");
     {
       auto scope = graph.name_scope("accuracy");
-      psflow::Output correct = psflow::ops::equal(psflow::ops::argmax(m.logits, 1),
-                                                  psflow::ops::argmax(m.labels, 1));
+      psflow::Output correct =
+          psflow::ops::equal(psflow::ops::argmax(m.logits, 1), psflow::ops::argmax(m.labels, 1));
       m.accuracy = psflow::ops::reduce_mean(psflow::ops::cast(correct, psflow::DType::float32));
     }
     // The learning rate drops to learning_rate * lr_decay after global step decay_step, like
@@ -321,9 +321,9 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
     if (flags.lr_decay != 1 && decay_step < flags.train_steps) m.decay_step = decay_step;
     m.learning_rate =
         m.decay_step >= 0
-            ? psflow::train::piecewise_constant(m.global_step, {m.decay_step},
-                                                {flags.learning_rate,
-                                                 flags.learning_rate * flags.lr_decay})
+            ? psflow::train::piecewise_constant(
+                  m.global_step, {m.decay_step},
+                  {flags.learning_rate, flags.learning_rate * flags.lr_decay})
             : psflow::ops::constant(graph, psflow::Tensor(static_cast<float>(flags.learning_rate)),
                                     "learning_rate");
     m.optimizer = make_optimizer(flags, m.learning_rate);
@@ -387,8 +387,8 @@ double evaluate(psflow::Session& sess, const Model& m, const fashion_mnist::Data
   for (std::size_t begin = 0; begin < test.size(); begin += batch_size) {
     const std::size_t count = std::min(batch_size, test.size() - begin);
     fashion_mnist::Batch batch = fashion_mnist::slice(test, begin, count);
-    correct += static_cast<double>(count) *
-               sess.run({m.accuracy}, m.feeds(batch, 1.0))[0].scalar<float>();
+    correct +=
+        static_cast<double>(count) * sess.run({m.accuracy}, m.feeds(batch, 1.0))[0].scalar<float>();
   }
   return correct / static_cast<double>(test.size());
 }
@@ -455,9 +455,8 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         double loss = 0, accuracy = 0, learning_rate = 0;
         while (!mon_sess->should_stop()) {
           fashion_mnist::Batch batch = batches.next();
-          auto values =
-              mon_sess->run({m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
-                            m.feeds(batch, flags.keep_prob), {m.train_op});
+          auto values = mon_sess->run({m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
+                                      m.feeds(batch, flags.keep_prob), {m.train_op});
           loss = values[0].scalar<float>();
           accuracy = values[1].scalar<float>();
           learning_rate = values[2].scalar<float>();

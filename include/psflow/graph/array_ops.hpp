@@ -50,13 +50,6 @@ inline std::vector<std::int64_t> resolve_reshape(const InferenceContext& ctx,
   return target;
 }
 
-// "[1,-2,3]": a list of integers with their signs (shape_string prints negatives as "?").
-inline std::string int_list(const std::vector<std::int64_t>& values) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
-  return out + "]";
-}
-
 // An axis in [-rank, rank) as an index in [0, rank); nullopt when out of range.
 inline std::optional<std::int64_t> wrap_axis(std::int64_t axis, std::int64_t rank) {
   if (axis < -rank || axis >= rank) return std::nullopt;

@@ -56,14 +56,6 @@ inline std::optional<WindowedSize> windowed_size(std::int64_t in, std::int64_t k
   return WindowedSize{out, 0};
 }
 
-// "[1, 2, 2, 1]": an attribute list in error messages (negative values shown as they are).
-inline std::string int_list(const std::vector<std::int64_t>& values) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(values[i]);
-  return out + "]";
-}
-
 // True for "SAME", false for "VALID"; fails naming the op and the string otherwise.
 inline bool parse_padding(const InferenceContext& ctx) {
   const auto& padding = ctx.attr<std::string>("padding");

@@ -88,6 +88,14 @@ inline void expect_floating(const InferenceContext& ctx, std::size_t i) {
              " (build the value as float)");
 }
 
+// "[1,-2,3]": an attribute's integers in error messages, signs kept (shape_string prints
+// negative dimensions as "?").
+inline std::string int_list(const std::vector<std::int64_t>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
 inline std::vector<std::int64_t> to_dims(const std::vector<int>& values) {
   return std::vector<std::int64_t>(values.begin(), values.end());
 }

@@ -130,8 +130,8 @@ inline Output dropout(Output x, Output keep_prob, std::uint64_t seed = 0,
 inline Output dropout(Output x, double keep_prob, std::uint64_t seed = 0,
                       std::string_view name = "") {
   if (!(keep_prob > 0 && keep_prob <= 1))
-    throw InvalidArgument("Dropout: keep_prob must be in (0, 1], got " +
-                          std::to_string(keep_prob) + " (it is the chance of keeping an element)");
+    throw InvalidArgument("Dropout: keep_prob must be in (0, 1], got " + std::to_string(keep_prob) +
+                          " (it is the chance of keeping an element)");
   if (!x.valid()) throw InvalidArgument("Dropout: x is an empty Output (default-constructed)");
   return dropout(x, scalar_like(x, keep_prob, "keep_prob"), seed, name);
 }

@@ -14,9 +14,9 @@
 // kernel): float32 or float64; the slots and the gradient have the variable's dtype and shape;
 // the hyper-parameters (lr, momentum, beta1, ...) are scalars of the variable's dtype. The one
 // exception is ApplyAdam's beta1_power/beta2_power, which may be float32 or float64 whatever
-// the variable's dtype (psflow has no Cast op; the kernel converts these two scalars, where TF
-// would insert a Cast). The kernels are in psflow/runtime/kernels/training_kernels.hpp: every
-// process that may run these ops (each ps task) must include it.
+// the variable's dtype (the kernel converts these two scalars where TF would insert a Cast, so
+// no scalar Cast runs per step). The kernels are in psflow/runtime/kernels/training_kernels.hpp:
+// every process that may run these ops (each ps task) must include it.
 //
 // Equations (TF's CPU kernels, element-wise; `lr`, `mu`, ... are the scalar inputs):
 //   ApplyGradientDescent(var, alpha, delta):   var -= delta * alpha

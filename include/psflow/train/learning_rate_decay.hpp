@@ -52,8 +52,9 @@ inline Output exponential_decay(double learning_rate, Output global_step, std::i
   detail::expect_positive_steps(decay_steps, "exponential_decay");
   Graph& graph = global_step.graph();
   auto scope = graph.name_scope("ExponentialDecay");
-  Output p = ops::div(detail::step_as_float(global_step),
-                      detail::float_constant(graph, static_cast<double>(decay_steps), "decay_steps"));
+  Output p =
+      ops::div(detail::step_as_float(global_step),
+               detail::float_constant(graph, static_cast<double>(decay_steps), "decay_steps"));
   if (staircase) p = ops::floor(p);
   return ops::mul(detail::float_constant(graph, learning_rate, "learning_rate"),
                   ops::pow(detail::float_constant(graph, decay_rate, "decay_rate"), p));
@@ -127,8 +128,9 @@ inline Output cosine_decay(double learning_rate, Output global_step, std::int64_
   const Output fraction = ops::div(ops::minimum(detail::step_as_float(global_step), steps), steps);
   const Output cosine = ops::mul(
       detail::float_constant(graph, 0.5, "half"),
-      ops::add(detail::float_constant(graph, 1, "one"),
-               ops::cos(ops::mul(detail::float_constant(graph, std::numbers::pi, "pi"), fraction))));
+      ops::add(
+          detail::float_constant(graph, 1, "one"),
+          ops::cos(ops::mul(detail::float_constant(graph, std::numbers::pi, "pi"), fraction))));
   const Output decayed =
       ops::add(ops::mul(detail::float_constant(graph, 1 - alpha, "one_minus_alpha"), cosine),
                detail::float_constant(graph, alpha, "alpha"));

@@ -1,5 +1,5 @@
-// RandomNormal / RandomUniform / Dropout. Values come from a counter-based generator: element e of run r
-// of a kernel seeded with s is a function of (s, r, e) alone (splitmix64's output for that
+// RandomNormal / RandomUniform / Dropout. Values come from a counter-based generator: element e of
+// run r of a kernel seeded with s is a function of (s, r, e) alone (splitmix64's output for that
 // counter, then portable formulas: 53-bit uniforms, Box-Muller over element pairs), so
 //  - a seed gives the same values on every platform;
 //  - a shard of a partitioned variable (attrs full_shape and offset) draws, for each element,
@@ -142,7 +142,8 @@ class DropoutKernel : public OpKernel {
     const Tensor& x = ctx.input(0);
     const Tensor& keep_prob = ctx.input(1);
     if (keep_prob.rank() != 0 || keep_prob.dtype() != x.dtype())
-      throw InvalidArgument(ctx.name() + " (Dropout): keep_prob must be a scalar of x's dtype, got " +
+      throw InvalidArgument(ctx.name() +
+                            " (Dropout): keep_prob must be a scalar of x's dtype, got " +
                             keep_prob.summary());
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
     Tensor& mask = ctx.allocate_output(1, x.dtype(), x.shape());
