@@ -4,7 +4,8 @@
 // Conv2D is im2col + GEMM: each output pixel's receptive field, [KH, KW, C] with zeros where it
 // hangs over a SAME edge, becomes one row of a matrix `col` [pixels, KH*KW*C]; the filter read
 // as [KH*KW*C, OC] turns it into the output rows, already in NHWC order. Images are processed in
-// chunks whose `col` stays under kConvScratchBytes, so memory is bounded for any batch.
+// chunks whose `col` stays under kConvScratchBytes (or holds kConvMinRows rows, whichever is
+// more), so memory is bounded for any batch.
 // Conv2DBackpropInput multiplies out_backprop by the filter transposed into `col` and scatters it
 // back (col2im); Conv2DBackpropFilter sums col^T x out_backprop over the chunks. A 1x1 filter
 // with stride 1 needs no `col`: the input already is one. The GEMMs are blas.hpp's.
@@ -30,6 +31,8 @@ namespace detail {
 // enough to stay in L2 between im2col writing it and the GEMM reading it, which measured faster
 // (benchmarks/bench_conv.cpp) than one matrix of 1 or 8 MiB.
 inline constexpr std::size_t kConvScratchBytes = std::size_t{256} << 10;
+// ... unless whole images of this many rows fit: fewer rows per GEMM measured slower.
+inline constexpr std::size_t kConvMinRows = 1024;
 
 // The window attributes of a conv or pool node, checked again at run time.
 struct WindowAttrs {
@@ -160,12 +163,13 @@ inline void expect_dtype(const OpKernelContext& ctx, const Tensor& t, DType want
                        t.summary());
 }
 
-// Images per chunk so that the im2col matrix stays under kConvScratchBytes (at least one).
+// Images per chunk: the im2col matrix under kConvScratchBytes, or kConvMinRows rows (at least one).
 template <class T>
 std::size_t images_per_chunk(const WindowGeometry& g) {
   const std::size_t per_image = g.out_pixels() * g.patch() * sizeof(T);
   if (per_image == 0) return std::max<std::size_t>(g.batch, 1);
-  return std::clamp<std::size_t>(kConvScratchBytes / per_image, 1,
+  const std::size_t min_images = kConvMinRows / g.out_pixels();
+  return std::clamp<std::size_t>(std::max(kConvScratchBytes / per_image, min_images), 1,
                                  std::max<std::size_t>(g.batch, 1));
 }
 
