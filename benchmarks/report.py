@@ -156,15 +156,18 @@ CONV_LAYERS = ["28x28x1_5x5x16", "14x14x16_5x5x32", "28x28x8_3x3x16", "14x14x32_
 
 
 def conv(runs, t):
-    """Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (bench_conv) against sgemm."""
-    for layer in CONV_LAYERS:
-        for pass_ in ["forward", "backprop_input", "backprop_filter"]:
-            key = "%s/%s" % (layer, pass_)
-            p = get(runs, "conv/psflow/" + key, "items_per_second")
-            r = get(runs, "conv/sgemm/" + key, "items_per_second")
-            t.add("Conv2D %s, batch 64, SAME: %s" % (layer, pass_.replace("_", " ")), p, r,
-                  "GFLOP/s", "≥ %.1f × sgemm" % CONV_RATIO,
-                  None if (p is None or r is None) else p / r >= CONV_RATIO)
+    """Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (bench_conv) against sgemm, with
+    OpenBLAS on one thread (as each training task runs it) and on two."""
+    for threads in [1, 2]:
+        for layer in CONV_LAYERS:
+            for pass_ in ["forward", "backprop_input", "backprop_filter"]:
+                key = "%s/%s/blas_threads:%d" % (layer, pass_, threads)
+                p = get(runs, "conv/psflow/" + key, "items_per_second")
+                r = get(runs, "conv/sgemm/" + key, "items_per_second")
+                t.add("Conv2D %s, batch 64, SAME: %s, BLAS on %d thread%s" % (
+                          layer, pass_.replace("_", " "), threads, "" if threads == 1 else "s"),
+                      p, r, "GFLOP/s", "≥ %.1f × sgemm" % CONV_RATIO,
+                      None if (p is None or r is None) else p / r >= CONV_RATIO)
 
 
 def sparse_details(runs):

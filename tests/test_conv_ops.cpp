@@ -12,9 +12,12 @@
 #include <xtensor/xarray.hpp>
 
 #include "psflow/runtime.hpp"
+#include "support/error_message.hpp"
 #include "support/numeric_gradient.hpp"
 
 namespace conv_ops_test {
+
+using psflow::testing::invalid_argument_message;
 
 namespace ops = psflow::ops;
 using Catch::Contains;
@@ -94,18 +97,6 @@ void check_values(const Tensor& got, const Shape& shape, const std::vector<doubl
     INFO("element " << i << ": got " << values[i] << ", want " << want[i]);
     CHECK(std::abs(values[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
   }
-}
-
-template <class F>
-std::string invalid_argument_message(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<threw something other than InvalidArgument: ") + e.what() + ">";
-  }
-  return "<no InvalidArgument thrown>";
 }
 
 // y times fixed random weights of y's (known) shape, so a misplaced gradient element shows.

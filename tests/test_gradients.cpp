@@ -20,6 +20,7 @@
 #include "psflow/train/global_step.hpp"
 #include "psflow/train/gradients.hpp"
 #include "psflow/train/replica_device_setter.hpp"
+#include "support/error_message.hpp"
 #include "support/numeric_gradient.hpp"
 
 namespace ops = psflow::ops;
@@ -43,6 +44,7 @@ using psflow::testing::close;
 using psflow::testing::Dims;
 using psflow::testing::dims_of;
 using psflow::testing::expect_numeric_gradients;
+using psflow::testing::invalid_argument_message;
 using psflow::testing::Random;
 using psflow::testing::shape_of;
 
@@ -62,17 +64,6 @@ bool has_op_type(const Graph& g, const std::string& type) {
   for (const auto& op : g.operations())
     if (op.type() == type) return true;
   return false;
-}
-
-std::string invalid_argument_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<threw something other than InvalidArgument: ") + e.what() + ">";
-  }
-  return "<no InvalidArgument thrown>";
 }
 
 std::string shape_name(const Shape& s) { return psflow::shape_string(s); }

@@ -14,9 +14,12 @@
 
 #include "psflow/runtime.hpp"
 #include "psflow/train/gradients.hpp"
+#include "support/error_message.hpp"
 #include "support/numeric_gradient.hpp"
 
 namespace nn_ops_test {
+
+using psflow::testing::invalid_argument_message;
 
 namespace ops = psflow::ops;
 namespace train = psflow::train;
@@ -72,17 +75,6 @@ void expect_values(const Tensor& got, const Shape& shape, const std::vector<doub
     else
       CHECK(std::abs(values[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<not InvalidArgument: ") + e.what() + ">";
-  }
-  return "<no InvalidArgument thrown>";
 }
 
 // o times fixed random weights of o's shape (so that, e.g., softmax's sum is not constant).
@@ -150,10 +142,10 @@ TEST_CASE("softmax and log_softmax reject scalars and integers when the graph is
           "[nn_ops]") {
   Graph g;
   const Output scalar = ops::constant(g, Tensor(1.0), "s");
-  CHECK_THAT(error_of([&] { ops::softmax(scalar); }),
+  CHECK_THAT(invalid_argument_message([&] { ops::softmax(scalar); }),
              Contains("Softmax") && Contains("rank >= 1") && Contains("'s:0'"));
   const Output ints = constant<std::int32_t>(g, {2}, {1, 2});
-  CHECK_THAT(error_of([&] { ops::log_softmax(ints); }),
+  CHECK_THAT(invalid_argument_message([&] { ops::log_softmax(ints); }),
              Contains("LogSoftmax") && Contains("float32 or float64"));
   const Output x = ops::placeholder(g, DType::float32, {-1, 4});
   CHECK(ops::softmax(x).shape().dims == Dims{-1, 4});
@@ -215,7 +207,7 @@ TEST_CASE("sparse softmax cross-entropy: a label out of range fails the step nam
   const Output loss = ops::sparse_softmax_cross_entropy_with_logits(labels, logits, "xent");
   Session sess(g);
   for (std::int64_t bad : {3, -1}) {
-    const auto msg = error_of([&] {
+    const auto msg = invalid_argument_message([&] {
       sess.run({loss}, {{labels, Tensor::from_vector(std::vector<std::int64_t>{0, bad}, {2})}});
     });
     CHECK_THAT(msg, Contains("xent") && Contains(std::to_string(bad)) && Contains("[0, 3)"));
@@ -227,18 +219,20 @@ TEST_CASE("sparse softmax cross-entropy checks shapes and dtypes when the graph 
   Graph g;
   const Output logits = ops::placeholder(g, DType::float32, {3, 4}, "logits");
   const Output labels2 = ops::placeholder(g, DType::int64, {2}, "labels");
-  CHECK_THAT(error_of([&] { ops::sparse_softmax_cross_entropy_with_logits(labels2, logits); }),
+  CHECK_THAT(invalid_argument_message(
+                 [&] { ops::sparse_softmax_cross_entropy_with_logits(labels2, logits); }),
              Contains("SparseSoftmaxCrossEntropyWithLogits") && Contains("batch size") &&
                  Contains("int64[2]") && Contains("float32[3,4]"));
   const Output float_labels = ops::placeholder(g, DType::float32, {3}, "flabels");
-  CHECK_THAT(error_of([&] { ops::sparse_softmax_cross_entropy_with_logits(float_labels, logits); }),
+  CHECK_THAT(invalid_argument_message(
+                 [&] { ops::sparse_softmax_cross_entropy_with_logits(float_labels, logits); }),
              Contains("int32 or int64") && Contains("flabels"));
   const Output matrix_labels = ops::placeholder(g, DType::int32, {3, 4}, "mlabels");
-  CHECK_THAT(
-      error_of([&] { ops::sparse_softmax_cross_entropy_with_logits(matrix_labels, logits); }),
-      Contains("labels must be [batch]"));
+  CHECK_THAT(invalid_argument_message(
+                 [&] { ops::sparse_softmax_cross_entropy_with_logits(matrix_labels, logits); }),
+             Contains("labels must be [batch]"));
   const Output vector_logits = ops::placeholder(g, DType::float32, {3}, "vlogits");
-  CHECK_THAT(error_of([&] {
+  CHECK_THAT(invalid_argument_message([&] {
                ops::sparse_softmax_cross_entropy_with_logits(ops::placeholder(g, DType::int32, {3}),
                                                              vector_logits);
              }),
@@ -302,7 +296,7 @@ TEST_CASE("softplus, elu, leaky_relu and l2_loss reject integers", "[nn_ops]") {
            {"Elu", [&] { ops::elu(ints); }},
            {"LeakyRelu", [&] { ops::leaky_relu(ints); }},
            {"L2Loss", [&] { ops::l2_loss(ints); }}})
-    CHECK_THAT(error_of(f), Contains(type) && Contains("float32 or float64"));
+    CHECK_THAT(invalid_argument_message(f), Contains(type) && Contains("float32 or float64"));
 }
 
 TEST_CASE("softplus, elu, leaky_relu and l2_loss gradients match central differences", "[nn_ops]") {
@@ -430,11 +424,13 @@ TEST_CASE("reduce_max and reduce_min propagate NaN, as numpy", "[nn_ops]") {
 TEST_CASE("reductions check their axes when the graph is built", "[nn_ops]") {
   Graph g;
   const Output x = ops::placeholder(g, DType::float32, {2, 3}, "x");
-  CHECK_THAT(error_of([&] { ops::reduce_max(x, {2}); }),
+  CHECK_THAT(invalid_argument_message([&] { ops::reduce_max(x, {2}); }),
              Contains("Max") && Contains("axis 2 is out of range") && Contains("'x:0'"));
-  CHECK_THAT(error_of([&] { ops::reduce_prod(x, {-3}); }), Contains("Prod") && Contains("axis -3"));
+  CHECK_THAT(invalid_argument_message([&] { ops::reduce_prod(x, {-3}); }),
+             Contains("Prod") && Contains("axis -3"));
   const Output b = ops::placeholder(g, DType::boolean, {2}, "b");
-  CHECK_THAT(error_of([&] { ops::reduce_min(b); }), Contains("Min") && Contains("number"));
+  CHECK_THAT(invalid_argument_message([&] { ops::reduce_min(b); }),
+             Contains("Min") && Contains("number"));
   CHECK(ops::reduce_max(ops::placeholder(g, DType::float32, {-1, 3}), {0}).shape().dims == Dims{3});
 }
 
@@ -523,14 +519,15 @@ TEMPLATE_TEST_CASE("argmax and argmin match numpy, ties pick the first index", "
 TEST_CASE("argmax and argmin errors: axis out of range, empty axis", "[nn_ops]") {
   Graph g;
   const Output x = ops::placeholder(g, DType::float32, {2, 3}, "x");
-  CHECK_THAT(error_of([&] { ops::argmax(x, 2); }),
+  CHECK_THAT(invalid_argument_message([&] { ops::argmax(x, 2); }),
              Contains("ArgMax") && Contains("axis 2 is out of range") && Contains("'x:0'"));
-  CHECK_THAT(error_of([&] { ops::argmin(x, -3); }), Contains("ArgMin") && Contains("axis -3"));
+  CHECK_THAT(invalid_argument_message([&] { ops::argmin(x, -3); }),
+             Contains("ArgMin") && Contains("axis -3"));
   CHECK(ops::argmax(x, -1).dtype() == DType::int64);
   CHECK(ops::argmax(x, -1).shape().dims == Dims{2});
   const Output e = ops::constant(g, Tensor(DType::float32, {2, 0}));
   const Output am = ops::argmax(e, 1, "am");
-  CHECK_THAT(error_of([&] { run(am); }), Contains("am") && Contains("empty"));
+  CHECK_THAT(invalid_argument_message([&] { run(am); }), Contains("am") && Contains("empty"));
 }
 
 TEST_CASE("argmax is not differentiable", "[nn_ops]") {
@@ -593,23 +590,23 @@ TEST_CASE("batch_matmul checks shapes when the graph is built and when it runs",
   Graph g;
   const Output x = ops::placeholder(g, DType::float32, {2, 2, 3}, "x");
   CHECK_THAT(
-      error_of([&] {
+      invalid_argument_message([&] {
         ops::batch_matmul(x, ops::placeholder(g, DType::float32, {3, 3, 2}, "y"));
       }),
       Contains("BatchMatMul") && Contains("batch dimension 0") && Contains("float32[3,3,2]"));
-  CHECK_THAT(error_of([&] {
+  CHECK_THAT(invalid_argument_message([&] {
                ops::batch_matmul(x, ops::placeholder(g, DType::float32, {2, 4, 2}, "y"));
              }),
              Contains("inner dimensions") && Contains("3 == 4"));
-  CHECK_THAT(error_of([&] {
+  CHECK_THAT(invalid_argument_message([&] {
                ops::batch_matmul(x, ops::placeholder(g, DType::float32, {3, 2}, "y"));
              }),
              Contains("same rank"));
-  CHECK_THAT(error_of([&] {
+  CHECK_THAT(invalid_argument_message([&] {
                ops::batch_matmul(x, ops::placeholder(g, DType::float64, {2, 3, 2}));
              }),
              Contains("same dtype"));
-  CHECK_THAT(error_of([&] {
+  CHECK_THAT(invalid_argument_message([&] {
                ops::matmul(x, ops::placeholder(g, DType::float32, {2, 4, 2}));
              }),
              Contains("BatchMatMul") && Contains("inner dimensions"));
@@ -621,7 +618,7 @@ TEST_CASE("batch_matmul checks shapes when the graph is built and when it runs",
   const Output py = ops::placeholder(g, DType::float32, {-1, 3, 2}, "py");
   const Output p = ops::batch_matmul(px, py, false, false, "bmm");
   Session sess(g);
-  CHECK_THAT(error_of([&] {
+  CHECK_THAT(invalid_argument_message([&] {
                sess.run({p}, {{px, Tensor(DType::float32, {2, 2, 3})},
                               {py, Tensor(DType::float32, {3, 3, 2})}});
              }),

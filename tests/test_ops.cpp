@@ -18,6 +18,7 @@
 
 #include "psflow/runtime.hpp"
 #include "psflow/train/gradients.hpp"
+#include "support/error_message.hpp"
 
 namespace ops = psflow::ops;
 using Catch::Contains;
@@ -38,6 +39,8 @@ struct StringMaker<psflow::PartialShape> {
 }  // namespace Catch
 
 namespace {
+
+using psflow::testing::invalid_argument_message;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -127,19 +130,6 @@ std::string mismatch(const Tensor& got, const xt::xarray<T>& want,
 }
 
 #define CHECK_TENSOR(got, ...) CHECK(mismatch(got, __VA_ARGS__) == std::string())
-
-// The message of the InvalidArgument `f` throws, or a marker saying none was thrown.
-template <class F>
-std::string invalid_argument_message(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<threw something other than InvalidArgument: ") + e.what() + ">";
-  }
-  return "<no InvalidArgument thrown>";
-}
 
 // numpy's broadcasting rule, written out independently of psflow's.
 Shape numpy_broadcast(const Shape& a, const Shape& b) {

@@ -92,7 +92,11 @@ inline void expect_floating(const InferenceContext& ctx, std::size_t i) {
 // negative dimensions as "?").
 inline std::string int_list(const std::vector<std::int64_t>& values) {
   std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i)
+      out += ',';  // appended separately: "," + to_string(...) trips GCC 12's -Wrestrict at -O3
+    out += std::to_string(values[i]);
+  }
   return out + "]";
 }
 

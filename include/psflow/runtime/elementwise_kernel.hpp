@@ -30,11 +30,35 @@ inline std::vector<std::size_t> broadcast_strides(const Shape& shape, std::size_
   return strides;
 }
 
-template <class T, class Op>
+// Calls f(i, offset) for every flat index i of `shape` (row-major), offset being i's position
+// in a tensor walked from `base` with `strides` per axis (0 along broadcast axes; signed offsets
+// may step backwards).
+template <class Offset, class F>
+void walk_strided(const Shape& shape, Offset base, const std::vector<Offset>& strides, F f) {
+  const std::size_t n = num_elements(shape);
+  const std::size_t rank = shape.size();
+  std::vector<std::size_t> index(rank, 0);
+  Offset offset = base;
+  for (std::size_t i = 0; i < n; ++i) {
+    f(i, offset);
+    for (std::size_t axis = rank; axis-- > 0;) {
+      if (++index[axis] < shape[axis]) {
+        offset += strides[axis];
+        break;
+      }
+      offset -= strides[axis] * static_cast<Offset>(shape[axis] - 1);
+      index[axis] = 0;
+    }
+  }
+}
+
+// out[i] = op(a[i], b[i]) with numpy broadcasting; T the inputs' type, R the output's (bool for
+// comparisons).
+template <class T, class R = T, class Op>
 void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
-  T* po = out.data<T>();
+  R* po = out.data<R>();
   const std::size_t n = out.size();
   if (n == 0) return;
   if (a.shape() == b.shape()) {
@@ -62,7 +86,7 @@ void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
   for (std::size_t row = 0; row < n; row += inner) {
     const T* ra = pa + offset_a;
     const T* rb = pb + offset_b;
-    T* ro = po + row;
+    R* ro = po + row;
     for (std::size_t j = 0; j < inner; ++j) ro[j] = op(ra[j * ia], rb[j * ib]);
     // Advance the outer index (all but the last axis), updating the input offsets.
     for (std::size_t axis = rank - 1; axis-- > 0;) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "psflow/graph/array_ops.hpp"
+#include "psflow/runtime/elementwise_kernel.hpp"
 #include "psflow/runtime/kernel.hpp"
 
 namespace psflow {
@@ -271,29 +272,7 @@ inline std::vector<std::int64_t> row_major_strides(const Shape& shape) {
   return strides;
 }
 
-// Calls f(i, offset) for every row-major flat index i of `shape`, offset being
-// base + sum(index[d] * strides[d]) (strides may be 0 or negative).
-template <class F>
-void walk_offsets(const Shape& shape, std::int64_t base, const std::vector<std::int64_t>& strides,
-                  F f) {
-  const std::size_t n = num_elements(shape);
-  const std::size_t rank = shape.size();
-  std::vector<std::size_t> index(rank, 0);
-  std::int64_t offset = base;
-  for (std::size_t i = 0; i < n; ++i) {
-    f(i, offset);
-    for (std::size_t axis = rank; axis-- > 0;) {
-      if (++index[axis] < shape[axis]) {
-        offset += strides[axis];
-        break;
-      }
-      offset -= strides[axis] * static_cast<std::int64_t>(shape[axis] - 1);
-      index[axis] = 0;
-    }
-  }
-}
-
-// out[i] = in[offset(i)] for the flat indices i of `shape` (walk_offsets).
+// out[i] = in[offset(i)] for the flat indices i of `shape` (walk_strided).
 inline void gather_strided(const Tensor& in, Tensor& out, const Shape& shape, std::int64_t base,
                            const std::vector<std::int64_t>& strides) {
   if (out.size() == 0) return;
@@ -301,11 +280,11 @@ inline void gather_strided(const Tensor& in, Tensor& out, const Shape& shape, st
     using T = typename decltype(tag)::type;
     const T* src = in.data<T>();
     T* dst = out.data<T>();
-    walk_offsets(shape, base, strides, [&](std::size_t i, std::int64_t at) { dst[i] = src[at]; });
+    walk_strided(shape, base, strides, [&](std::size_t i, std::int64_t at) { dst[i] = src[at]; });
   });
 }
 
-// out[offset(i)] = in[i] for the flat indices i of `shape` (walk_offsets).
+// out[offset(i)] = in[i] for the flat indices i of `shape` (walk_strided).
 inline void scatter_strided(const Tensor& in, Tensor& out, const Shape& shape, std::int64_t base,
                             const std::vector<std::int64_t>& strides) {
   if (in.size() == 0) return;
@@ -313,7 +292,7 @@ inline void scatter_strided(const Tensor& in, Tensor& out, const Shape& shape, s
     using T = typename decltype(tag)::type;
     const T* src = in.data<T>();
     T* dst = out.data<T>();
-    walk_offsets(shape, base, strides, [&](std::size_t i, std::int64_t at) { dst[at] = src[i]; });
+    walk_strided(shape, base, strides, [&](std::size_t i, std::int64_t at) { dst[at] = src[i]; });
   });
 }
 

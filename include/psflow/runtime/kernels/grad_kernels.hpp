@@ -17,27 +17,6 @@ namespace psflow {
 
 namespace detail {
 
-// Calls f(i, offset) for every flat index i of `shape`, offset being i's position in a tensor
-// walked with `strides` (0 along broadcast axes).
-template <class F>
-void walk_strided(const Shape& shape, const std::vector<std::size_t>& strides, F f) {
-  const std::size_t n = num_elements(shape);
-  const std::size_t rank = shape.size();
-  std::vector<std::size_t> index(rank, 0);
-  std::size_t offset = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    f(i, offset);
-    for (std::size_t axis = rank; axis-- > 0;) {
-      if (++index[axis] < shape[axis]) {
-        offset += strides[axis];
-        break;
-      }
-      offset -= strides[axis] * (shape[axis] - 1);
-      index[axis] = 0;
-    }
-  }
-}
-
 template <class T>
 using AccumulatorOf = std::conditional_t<std::is_floating_point_v<T>, double, T>;
 
@@ -105,7 +84,7 @@ class SumToShapeOfKernel : public OpKernel {
       using T = typename decltype(tag)::type;
       std::vector<AccumulatorOf<T>> acc(out.size(), 0);
       const T* pg = grad.data<T>();
-      walk_strided(grad.shape(), broadcast_strides(like, grad.rank()),
+      walk_strided(grad.shape(), std::size_t{0}, broadcast_strides(like, grad.rank()),
                    [&](std::size_t i, std::size_t offset) { acc[offset] += pg[i]; });
       std::transform(acc.begin(), acc.end(), out.data<T>(),
                      [](auto v) { return static_cast<T>(v); });
@@ -149,7 +128,7 @@ class BroadcastBackKernel : public OpKernel {
         std::fill_n(po, out.size(), Mean ? pg[0] * scale : pg[0]);
         return;
       }
-      walk_strided(like, broadcast_strides(kept, like.size()),
+      walk_strided(like, std::size_t{0}, broadcast_strides(kept, like.size()),
                    [&](std::size_t i, std::size_t offset) {
                      po[i] = Mean ? pg[offset] * scale : pg[offset];
                    });

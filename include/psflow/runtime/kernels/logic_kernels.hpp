@@ -18,49 +18,6 @@ namespace psflow {
 
 namespace detail {
 
-// out[i] = op(a[i], b[i]) with numpy broadcasting; T the inputs' type, R the output's.
-template <class T, class R, class Op>
-void broadcast_apply(const Tensor& a, const Tensor& b, Tensor& out, Op op) {
-  const T* pa = a.data<T>();
-  const T* pb = b.data<T>();
-  R* po = out.data<R>();
-  const std::size_t n = out.size();
-  if (n == 0) return;
-  if (a.shape() == b.shape()) {
-    for (std::size_t i = 0; i < n; ++i) po[i] = op(pa[i], pb[i]);
-    return;
-  }
-  if (b.size() == 1) {
-    const T vb = pb[0];
-    for (std::size_t i = 0; i < n; ++i) po[i] = op(pa[i], vb);
-    return;
-  }
-  if (a.size() == 1) {
-    const T va = pa[0];
-    for (std::size_t i = 0; i < n; ++i) po[i] = op(va, pb[i]);
-    return;
-  }
-  const Shape& shape = out.shape();
-  const std::size_t rank = shape.size();
-  const auto sa = broadcast_strides(a.shape(), rank);
-  const auto sb = broadcast_strides(b.shape(), rank);
-  std::vector<std::size_t> index(rank, 0);
-  std::size_t offset_a = 0, offset_b = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    po[i] = op(pa[offset_a], pb[offset_b]);
-    for (std::size_t axis = rank; axis-- > 0;) {  // advance the index, last axis fastest
-      if (++index[axis] < shape[axis]) {
-        offset_a += sa[axis];
-        offset_b += sb[axis];
-        break;
-      }
-      offset_a -= sa[axis] * (shape[axis] - 1);
-      offset_b -= sb[axis] * (shape[axis] - 1);
-      index[axis] = 0;
-    }
-  }
-}
-
 struct EqualOp {
   template <class T>
   bool operator()(T a, T b) const {
@@ -121,11 +78,11 @@ class CompareKernel : public OpKernel {
       if (a.dtype() != DType::boolean)
         throw InvalidArgument(ctx.node().type + " '" + ctx.name() + "' needs bool inputs, got " +
                               a.summary() + " and " + b.summary());
-      broadcast_apply<bool, bool>(a, b, out, Op{});
+      binary_loop<bool, bool>(a, b, out, Op{});
     } else {
       auto run = [&](auto tag) {
         using T = typename decltype(tag)::type;
-        broadcast_apply<T, bool>(a, b, out, Op{});
+        binary_loop<T, bool>(a, b, out, Op{});
       };
       if constexpr (Mode == 0)
         visit_dtype(a.dtype(), run);
