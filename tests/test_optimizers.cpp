@@ -761,7 +761,8 @@ std::map<std::string, std::vector<double>> run_sparse_table(train::Optimizer& op
   for (int s = 0; s < steps; ++s) sess.run(train_op);
   std::map<std::string, std::vector<double>> out;
   for (const auto& v : global_variables(g)) {
-    auto t = sess.run({v.value()})[0].values<double>();
+    const Tensor value = sess.run({v.value()})[0];  // kept alive: values() is a view into it
+    const auto t = value.values<double>();
     out[v.name()] = std::vector<double>(t.begin(), t.end());
   }
   return out;
