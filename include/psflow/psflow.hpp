@@ -37,3 +37,4 @@
 
 // observe
 #include "psflow/observe/explain.hpp"
+#include "psflow/observe/progress.hpp"
