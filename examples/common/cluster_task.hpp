@@ -1,7 +1,7 @@
 // What the example trainers (examples/trainer, examples/ctr) share: flag parsing with TF's
 // --ps_hosts/--worker_hosts/--job_name/--task_index (or TF_CONFIG), one BLAS thread per
-// process, logging, and the end of a training run, where the chief stops the ps tasks only
-// after every other worker has said it is done (the handshake is explained in
+// process, logging, progress lines, and the end of a training run, where the chief stops the ps
+// tasks only after every other worker has said it is done (the handshake is explained in
 // examples/trainer/main.cpp, at the top).
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <psflow/psflow.hpp>
 #include <string>
@@ -81,6 +82,8 @@ struct TaskOptions {
   double connect_timeout_s = 30;    // how long to wait for a task that is not up yet
   double recovery_deadline_s = 60;  // how long MonitoredTrainingSession retries after a failure
   double shutdown_wait_s = 60;      // chief: how long to wait for the other workers to finish
+  std::string progress = "auto";    // --progress: auto | live | plain | false (make_progress)
+  double progress_every_s = 30;     // --progress_every_s: plain mode's interval
 
   bool chief() const { return !distributed || task.task_index == 0; }
   std::size_t num_workers() const { return distributed ? task.cluster.num_tasks("worker") : 1; }
@@ -140,12 +143,44 @@ inline TaskOptions parse_task_flags(
       options.recovery_deadline_s = parse_number<double>(name, value, 0);
     else if (name == "shutdown_wait_s")
       options.shutdown_wait_s = parse_number<double>(name, value, 0);
+    else if (name == "progress" && (value == "auto" || value == "true" || value == "live" ||
+                                    value == "plain" || value == "false"))
+      options.progress = value == "true" ? "auto" : value;
+    else if (name == "progress")
+      throw psflow::InvalidArgument("--progress='" + value +
+                                    "': choose auto, live, plain or false (no progress line)");
+    else if (name == "progress_every_s")
+      options.progress_every_s = parse_number<double>(name, value, 0.1);
     else if (!example_flag(name, value))
       throw psflow::InvalidArgument("unknown flag '--" + name +
                                     "' (see the comment at the top of examples/" + program_name() +
                                     "/main.cpp)");
   }
   return options;
+}
+
+// --progress: a line with the global step's way to `total` (observe/progress.hpp), or null.
+// auto: on a terminal a live line (every worker: each may have its own terminal), else plain
+// lines every --progress_every_s from the chief only (a cluster's log need not repeat them per
+// worker); live, plain: that mode on every worker; false: none.
+inline std::unique_ptr<psflow::observe::ProgressLine> make_progress(const TaskOptions& options,
+                                                                    std::int64_t total) {
+  if (options.progress == "false") return nullptr;
+  psflow::observe::ProgressOptions progress;
+  progress.prefix = "[" + program_name() + "] ";
+  progress.plain_every_s = options.progress_every_s;
+  if (options.progress != "auto") progress.live = options.progress == "live";
+  auto line = std::make_unique<psflow::observe::ProgressLine>(total, progress);
+  if (options.progress == "auto" && !line->live() && !options.chief()) return nullptr;
+  return line;
+}
+
+// log(), above a live progress line when there is one.
+inline void log(const std::string& line, psflow::observe::ProgressLine* progress) {
+  if (progress)
+    progress->print_above("[" + program_name() + "] " + line);
+  else
+    log(line);
 }
 
 // The end-of-training handshake's counter: an int64 on the chief's task (/job:worker/task:0),

@@ -46,6 +46,7 @@
 //   --checkpoint_dir ("")      the chief restores from / saves to it
 //   --seed (1)                 the click log's seed (its true model), and the deep init
 //   --log_every_steps (500)
+//   --progress (auto) --progress_every_s (30)   the progress line, as examples/trainer's
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -310,6 +311,7 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
         auto sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
         const auto started = Clock::now();
         std::int64_t step = 0, next_log = flags.log_every_steps;
+        auto progress = cluster_task::make_progress(task, flags.train_steps);  // --progress
         // Worker `index` of n takes every n-th batch of the log (or of the images, cycling).
         for (std::uint64_t j = 0; !sess->should_stop(); ++j) {
           psflow::FeedMap feeds;
@@ -325,14 +327,17 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
           }
           auto values = sess->run({m.loss, m.global_step.value()}, feeds, {m.train_op});
           step = values[1].scalar<std::int64_t>() + 1;
+          if (progress) progress->update(step, values[0].scalar<float>());
           if (chief && step >= next_log) {
             log(format("global step %lld: loss %.4f, %.1f global steps/s",
                        static_cast<long long>(step), values[0].scalar<float>(),
-                       static_cast<double>(step) / seconds_since(started)));
+                       static_cast<double>(step) / seconds_since(started)),
+                progress.get());
             next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
           }
         }
         training_ended = true;
+        if (progress) progress->finish();
         log(format("worker %zu done at global step %lld after %.1f s", index,
                    static_cast<long long>(step), seconds_since(started)));
         if (chief) {

@@ -65,6 +65,11 @@
 //   --connect_timeout_s (30)       how long to wait for a task that is not up yet
 //   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
 //   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
+//   --progress (auto)              a line with the global step, steps/s, ETA and loss: auto: on
+//                                  a terminal one live line (any worker), else a plain line every
+//                                  --progress_every_s (chief only); live | plain: that mode on
+//                                  every worker; false: none
+//   --progress_every_s (30)        plain progress lines' interval
 //
 // The end of training, and why no worker trips over a stopped ps
 // ----------------------------------------------------------------
@@ -450,6 +455,9 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         const std::int64_t first_step = step;
         log(format("worker %zu: starting at global step %lld", index,
                    static_cast<long long>(step)));
+        // --progress: the global step's way to --train_steps (on a terminal, one live line).
+        auto progress = cluster_task::make_progress(flags.cluster, flags.train_steps);
+        if (progress) progress->update(step);
         std::int64_t window_step = step, local_steps = 0;
         std::int64_t next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
         double loss = 0, accuracy = 0, learning_rate = 0;
@@ -463,19 +471,21 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
           step =
               values[3].scalar<std::int64_t>() + 1;  // read before or after this step's increment
           ++local_steps;
+          if (progress) progress->update(step, loss);
           if (chief && step >= next_log) {
-            log(
-                format("global step %lld: loss %.4f, batch accuracy %.2f, learning rate %g, %.1f "
+            log(format("global step %lld: loss %.4f, batch accuracy %.2f, learning rate %g, %.1f "
                        "global steps/s (epoch %zu of this worker's shard)",
                        static_cast<long long>(step), loss, accuracy, learning_rate,
                        static_cast<double>(step - window_step) / seconds_since(window_started),
-                       batches.epoch()));
+                       batches.epoch()),
+                progress.get());
             window_started = Clock::now();
             window_step = step;
             next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
           }
         }
         training_ended = true;
+        if (progress) progress->finish();
         const double elapsed = seconds_since(started);
         log(format(
             "worker %zu done: global step %lld after %.1f s, %.1f global steps/s; "

@@ -76,11 +76,14 @@ for ((i = 0; i < num_workers; i++)); do worker_hosts+="${worker_hosts:+,}127.0.0
 
 declare -A task_of=()   # pid (= process group) -> task name
 watchdog=""
+up_watcher=""
+up_dir="$(mktemp -d)"   # watch_tasks_up touches <task name> here when the task is up
 finished=0
 
 cleanup() {
   local pid
   if [[ -n "$watchdog" ]]; then kill -- -"$watchdog" 2>/dev/null || true; fi
+  if [[ -n "$up_watcher" ]]; then kill -- -"$up_watcher" 2>/dev/null || true; fi
   for pid in "${!task_of[@]}"; do
     disown "$pid" 2>/dev/null || true  # no job-control notices for what we kill
     kill -TERM -- -"$pid" 2>/dev/null || true
@@ -92,6 +95,7 @@ cleanup() {
     sleep 0.1
   done
   for pid in "${!task_of[@]}"; do kill -KILL -- -"$pid" 2>/dev/null || true; done
+  rm -rf "$up_dir"
 }
 on_signal() {
   trap - INT TERM
@@ -123,20 +127,72 @@ start_task() {
   fi
 }
 
+# Which tasks are up: as each task's port accepts a connection (bash's /dev/tcp; the server
+# ignores a connection that closes without a word), a line "up: ps0 worker0 (2 of 3 tasks;
+# waiting for worker1)", then "all 3 tasks up after 0.4 s"; the main loop below names a task
+# that exits before it was up. Polls every 0.05 s for at most 60 s; changes nothing else, the
+# exit status neither.
+watch_tasks_up() {
+  set +e
+  local total=${#up_names[@]} count=0 gone=0 k now elapsed_us
+  local -a state=() new=() up=() waiting=()
+  for ((k = 0; k < total; k++)); do state[k]=waiting; done
+  while :; do
+    new=()
+    for ((k = 0; k < total; k++)); do
+      [[ "${state[k]}" == waiting ]] || continue
+      if (exec 3<>"/dev/tcp/127.0.0.1/${ports[k]}") 2>/dev/null; then
+        state[k]=up; new+=("${up_names[k]}"); up+=("${up_names[k]}"); count=$((count + 1))
+        : > "$up_dir/${up_names[k]}"
+      elif ! kill -0 "${up_pids[k]}" 2>/dev/null; then
+        state[k]=exited; gone=$((gone + 1))
+      fi
+    done
+    now=${EPOCHREALTIME//[.,]/}
+    elapsed_us=$((now - started_us))
+    waiting=()
+    for ((k = 0; k < total; k++)); do [[ "${state[k]}" == waiting ]] && waiting+=("${up_names[k]}"); done
+    if (( count == total )); then
+      say "all $total tasks up after $(printf '%d.%02d' $((elapsed_us / 1000000)) $((elapsed_us % 1000000 / 10000))) s"
+      return 0
+    fi
+    if (( ${#new[@]} > 0 )); then
+      say "up: ${up[*]} ($count of $total tasks; waiting for ${waiting[*]:-none})"
+    fi
+    if (( ${#waiting[@]} == 0 )); then
+      say "$count of $total tasks came up; $gone exited before they did"
+      return 0
+    fi
+    if (( elapsed_us > 60000000 )); then
+      say "still waiting for ${waiting[*]} after 60 s (up: ${up[*]:-none}); no longer watching"
+      return 0
+    fi
+    sleep 0.05
+  done
+}
+
 say "cluster: ps $ps_hosts, worker $worker_hosts; trainer $trainer ${trainer_flags[*]}"
 started=$SECONDS
+started_us=${EPOCHREALTIME//[.,]/}
+up_names=()
+up_pids=()
 for ((i = 0; i < num_ps; i++)); do
   start_task "ps$i" --ps_hosts="$ps_hosts" --worker_hosts="$worker_hosts" --job_name=ps --task_index="$i" \
     ${trainer_flags[@]+"${trainer_flags[@]}"}
+  up_names+=("ps$i"); up_pids+=("$!")
 done
 for ((i = 0; i < num_workers; i++)); do
   start_task "worker$i" --ps_hosts="$ps_hosts" --worker_hosts="$worker_hosts" --job_name=worker --task_index="$i" \
     ${trainer_flags[@]+"${trainer_flags[@]}"}
+  up_names+=("worker$i"); up_pids+=("$!")
 done
 main_pid=$$
 ( trap - EXIT INT TERM USR1; sleep "$timeout_s"; kill -USR1 "$main_pid" 2>/dev/null ) &
 watchdog=$!
 disown "$watchdog"  # no job-control notice when cleanup kills it
+( trap - EXIT INT TERM USR1; watch_tasks_up ) &
+up_watcher=$!
+disown "$up_watcher"
 
 remaining=$((num_ps + num_workers))
 failed=0
@@ -150,6 +206,9 @@ while (( remaining > 0 )); do
   name="${task_of[$done_pid]}"
   unset "task_of[$done_pid]"
   remaining=$((remaining - 1))
+  if [[ ! -e "$up_dir/$name" ]] && (( SECONDS - started <= 60 )); then
+    say "$name exited before it accepted connections"
+  fi
   if (( rc != 0 && keep_going )); then
     say "$name exited with status $rc after $((SECONDS - started)) s; the others go on (--keep_going)"
     failed=1
