@@ -169,7 +169,7 @@ TEST_CASE("a live line left unfinished is ended with a newline") {
   CHECK(out.str() == "\rglobal step 3/10 (30%)  -- steps/s  ETA --\033[K\n");
 }
 
-TEST_CASE("plain mode prints a line every N seconds or steps, and a final one") {
+TEST_CASE("plain mode prints a line every N seconds or every N steps") {
   FakeClock clock;
   std::ostringstream out;
   ProgressOptions options = options_with(clock, false);
