@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/log.hpp"
 #include "psflow/core/tensor_format.hpp"
 #include "psflow/graph/variable.hpp"
 #include "psflow/runtime/session.hpp"
@@ -116,8 +117,10 @@ class StepCounter : public SessionRunHook {
     const double seconds = std::chrono::duration<double>(now - last_time_).count();
     if (seconds > 0) {
       rate_ = static_cast<double>(step - *last_step_) / seconds;
-      std::fprintf(stderr, "[psflow] global_step/sec: %.4g (global step %lld)\n", rate_,
-                   static_cast<long long>(step));
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%.4g", rate_);
+      log_line(std::string("global_step/sec: ") + rate + " (global step " + std::to_string(step) +
+               ")");
     }
     last_step_ = step;
     last_time_ = now;
@@ -146,7 +149,7 @@ class LoggingTensors : public SessionRunHook {
     std::ostringstream line;
     for (std::size_t i = 0; i < tensors_.size(); ++i)
       line << (i ? ", " : "") << tensors_[i].name() << " = " << values.results[i];
-    std::fprintf(stderr, "[psflow] %s\n", line.str().c_str());
+    log_line(line.str());
   }
 
  private:
@@ -205,7 +208,7 @@ class CheckpointSaverHook : public SessionRunHook {
     last_path_ = saver_->save(sess, dir_ + "/model.ckpt", step);
     last_saved_step_ = step;
     last_saved_time_ = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "[psflow] saved checkpoint %s\n", last_path_.c_str());
+    log_line("saved checkpoint " + last_path_);
   }
 
   std::string dir_;
