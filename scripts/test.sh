@@ -2,11 +2,14 @@
 # Installs what is missing, builds everything and runs the whole test suite three times:
 # a normal optimised build, then under AddressSanitizer+UBSan, then under ThreadSanitizer.
 # Usage: scripts/test.sh [--quick]   (--quick: the normal build only)
+# The release pass is the plain -DCMAKE_BUILD_TYPE=Release build (-O3) a user types.
+# PSFLOW_WERROR=ON (as .ci/run sets it) makes compiler warnings errors in psflow's own targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
 jobs=$(nproc)
+werror="-DPSFLOW_WERROR=${PSFLOW_WERROR:-OFF}"
 
 run_suite() {  # name, build dir, extra cmake args...
   local name=$1 dir=$2
@@ -17,13 +20,13 @@ run_suite() {  # name, build dir, extra cmake args...
   ctest --test-dir "$dir" -j "$jobs" --output-on-failure --timeout 600
 }
 
-run_suite "release" build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_suite "release" build -DCMAKE_BUILD_TYPE=Release "$werror"
 if [ "${1:-}" != "--quick" ]; then
   # Sanitizer builds skip the packaging checks (install, consumer project, header-by-header
   # compilation): they test the build, not the runtime, and the release pass covered them.
-  run_suite "address+undefined sanitizers" build-asan -DCMAKE_BUILD_TYPE=Debug \
+  run_suite "address+undefined sanitizers" build-asan -DCMAKE_BUILD_TYPE=Debug "$werror" \
     -DPSFLOW_SANITIZE=address -DPSFLOW_PACKAGING_TESTS=OFF
-  run_suite "thread sanitizer" build-tsan -DCMAKE_BUILD_TYPE=Debug \
+  run_suite "thread sanitizer" build-tsan -DCMAKE_BUILD_TYPE=Debug "$werror" \
     -DPSFLOW_SANITIZE=thread -DPSFLOW_PACKAGING_TESTS=OFF
 fi
 echo "=== psflow tests: all passed ==="

@@ -249,16 +249,30 @@ TEST_CASE("TaskFlags reads --flag value and -flag forms and leaves unknown flags
 
 TEST_CASE("TaskFlags: task_index defaults to 0, chief job, empty host list drops the job") {
   TaskFlags f = TaskFlags::parse({"p", "--worker_hosts=h:1", "--ps_hosts=", "--job_name=worker"},
-                                 std::nullopt);
+                                 std::nullopt, /*require_ps_job=*/false);
   CHECK(f.task_index == 0);
   CHECK_FALSE(f.cluster.has_job("ps"));
   CHECK(f.is_chief());
   f = TaskFlags::parse({"p", "--chief_hosts=c:1", "--worker_hosts=h:1", "--job_name=worker"},
-                       std::nullopt);
+                       std::nullopt, false);
   CHECK_FALSE(f.is_chief());
   f = TaskFlags::parse({"p", "--chief_hosts=c:1", "--worker_hosts=h:1", "--job_name=chief"},
-                       std::nullopt);
+                       std::nullopt, false);
   CHECK(f.is_chief());
+}
+
+TEST_CASE("TaskFlags: a cluster without ps tasks is an error that says how to train locally") {
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(
+      TaskFlags::parse({"p", "--worker_hosts=h:1", "--ps_hosts=", "--job_name=worker"},
+                       std::nullopt),
+      Contains("--ps_hosts is empty or missing") && Contains("without --job_name"));
+  CHECK_THROWS_WITH(
+      TaskFlags::parse({"p", "--worker_hosts=h:1", "--job_name=worker"}, std::nullopt),
+      Contains("--ps_hosts is empty or missing"));
+  CHECK_THROWS_WITH(TaskFlags::parse({"p"}, std::string_view(R"({"cluster": {"worker": ["h:1"]},
+                                                   "task": {"type": "worker", "index": 0}})")),
+                    Contains("TF_CONFIG's cluster has no \"ps\" job"));
 }
 
 TEST_CASE("TaskFlags: host flags win over TF_CONFIG") {

@@ -149,6 +149,84 @@ TEST_CASE("get_variable ignores name scopes and refuses duplicates") {
   CHECK(trainable_variables(g)[0].name() == "weights");
 }
 
+TEST_CASE("variable_scope prefixes get_variable and shares a tower's variables on reuse") {
+  Graph g;
+  auto tower = [&g](const Output& x) {
+    Variable w = get_variable(g, "w", {2}, constant_initializer(3));
+    return std::pair{w, x * w.value()};
+  };
+  Output x = const_f(g, 2.0f, "x");
+  std::pair<Variable, Output> first, second;
+  {
+    auto scope = g.variable_scope("tower");
+    first = tower(x);
+  }
+  {
+    auto scope = g.variable_scope("tower", VariableReuse::reuse);
+    second = tower(x);
+  }
+  CHECK(first.first.name() == "tower/w");
+  CHECK(second.first == first.first);
+  CHECK(global_variables(g).size() == 1);
+  // Ops get a name scope like TF's: unique on each entry, variables keep the scope's name.
+  CHECK(first.second.op().name() == "tower/mul");
+  CHECK(second.second.op().name() == "tower_1/mul");
+  CHECK(g.current_variable_scope().name.empty());
+}
+
+TEST_CASE("variable_scope nests, inherits reuse and follows TF's reuse rules") {
+  Graph g;
+  {
+    auto outer = g.variable_scope("model");
+    auto inner = g.variable_scope("layer1");
+    CHECK(g.current_variable_scope().name == "model/layer1");
+    CHECK(get_variable(g, "b", {1}, zeros_initializer()).name() == "model/layer1/b");
+    // Without reuse, a second get_variable of the same name is refused, naming the fix.
+    CHECK_THROWS_WITH(get_variable(g, "b", {1}, zeros_initializer()),
+                      Catch::Contains("model/layer1/b") && Catch::Contains("VariableReuse::reuse"));
+  }
+  {
+    auto outer = g.variable_scope("model", VariableReuse::reuse);
+    // reuse is inherited and cannot be turned off inside
+    auto inner = g.variable_scope("layer1", VariableReuse::inherit);
+    CHECK(g.current_variable_scope().reuse == VariableReuse::reuse);
+    CHECK(get_variable(g, "b", {1}, zeros_initializer()).name() == "model/layer1/b");
+    CHECK_THROWS_AS(get_variable(g, "missing", {1}, zeros_initializer()), NotFound);
+    CHECK_THROWS_WITH(get_variable(g, "b", {2}, zeros_initializer()),
+                      Catch::Contains("float32[1]") && Catch::Contains("float32[2]"));
+  }
+  {
+    auto scope = g.variable_scope("shared", VariableReuse::auto_reuse);
+    Variable a = get_variable(g, "a", {1}, zeros_initializer());
+    CHECK(get_variable(g, "a", {1}, zeros_initializer()) == a);
+  }
+  {
+    auto scope = g.variable_scope("later");
+    Variable c = get_variable(g, "c", {1}, zeros_initializer());
+    g.reuse_variables();  // TF's get_variable_scope().reuse_variables()
+    CHECK(get_variable(g, "c", {1}, zeros_initializer()) == c);
+  }
+  CHECK_THROWS_AS(g.reuse_variables(), InvalidArgument);
+  CHECK_THROWS_AS(g.variable_scope(""), InvalidArgument);
+  CHECK_THROWS_AS(g.variable_scope("a:b"), InvalidArgument);
+}
+
+TEST_CASE("partitioned variables share through variable_scope too") {
+  Graph g;
+  PartitionedVariable first, again;
+  {
+    auto scope = g.variable_scope("emb_scope");
+    first = get_variable(g, "table", {10, 4}, zeros_initializer(), fixed_size_partitioner(2));
+  }
+  {
+    auto scope = g.variable_scope("emb_scope", VariableReuse::reuse);
+    again = get_variable(g, "table", {10, 4}, zeros_initializer(), fixed_size_partitioner(2));
+  }
+  CHECK(first.name() == "emb_scope/table");
+  CHECK(first.partitions()[1].name() == "emb_scope/table/part_1");
+  CHECK(again == first);
+}
+
 TEST_CASE("global_variables_initializer groups every initializer") {
   Graph g;
   auto a = get_variable(g, "a", {1}, zeros_initializer());

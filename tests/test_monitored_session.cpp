@@ -52,6 +52,32 @@ train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool ch
 
 }  // namespace
 
+TEST_CASE("save_checkpoint_steps saves on its multiples of the global step, as TF does") {
+  TempDir checkpoints("mts-every-5");
+  Graph g;
+  Variable global_step = train::get_or_create_global_step(g);
+  Operation train_op = global_step.assign_add(ops::constant(g, Tensor(std::int64_t{1}))).op();
+  train::MonitoredTrainingSessionOptions options;
+  options.checkpoint_dir = checkpoints.path();
+  options.save_checkpoint_steps = 5;
+  options.save_checkpoint_secs.reset();
+  options.max_checkpoints_to_keep = 10;
+  options.log_step_count_steps = 0;
+  options.hooks = {train::StopAtStepHook(17)};
+  {
+    train::MonitoredTrainingSession sess(g, options);
+    while (!sess.should_stop()) sess.run(train_op);
+  }
+  const auto state = train::detail::read_checkpoint_state(checkpoints.path());
+  REQUIRE(state);
+  std::vector<std::string> names;
+  for (const auto& path : state->all_model_checkpoint_paths)
+    names.push_back(std::filesystem::path(path).filename().string());
+  // at creation, every 5 steps, and at the end
+  CHECK(names == std::vector<std::string>{"model.ckpt-0", "model.ckpt-5", "model.ckpt-10",
+                                          "model.ckpt-15", "model.ckpt-17"});
+}
+
 TEST_CASE("StopAtStepHook stops every worker at the shared global step") {
   PsCluster cluster(2);
   Server w0(cluster.spec(), "worker", 0, cluster.quiet()),

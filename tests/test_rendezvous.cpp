@@ -52,6 +52,9 @@ TEST_CASE("the key is TF's: devices, incarnation in hex, tensor name, frame and 
         "device:CPU:0;w:0;0:0");
   CHECK(rendezvous_key("a", 0xffffffffffffffffull, "b", "t:1", 2, 3) ==
         "a;ffffffffffffffff;b;t:1;2:3");
+  // Log lines and error messages write incarnations the same way.
+  CHECK(incarnation_string(0x8535faefb32eab72ull) == "8535faefb32eab72");
+  CHECK(incarnation_string(42) == "000000000000002a");
 }
 
 TEST_CASE("send before recv: the receiver gets the value at once, the same buffer") {
@@ -188,7 +191,9 @@ TEST_CASE("many senders and receivers on threads: every key delivered once, to i
   constexpr int kThreads = 4, kKeysPerThread = 250;
   constexpr int kKeys = kThreads * kKeysPerThread;
   LocalRendezvous r;
-  auto key = [](int i) { return rendezvous_key("src", 7, "dst", "t" + std::to_string(i) + ":0"); };
+  auto key = [](int i) {  // built by append: GCC 12 at -O3 flags "t" + std::string (-Wrestrict)
+    return rendezvous_key("src", 7, "dst", std::string("t").append(std::to_string(i)).append(":0"));
+  };
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<int> calls(kKeys, 0);

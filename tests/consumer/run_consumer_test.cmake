@@ -1,29 +1,46 @@
-# Installs psflow from BUILD_DIR into a scratch prefix, then configures, builds and runs the
-# consumer project against it. Invoked by CTest with -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=...
+# Builds and runs the consumer project against psflow in the three ways a user may take it:
+#   install:       `cmake --install` of BUILD_DIR into a scratch prefix, found through
+#                  CMAKE_PREFIX_PATH;
+#   build tree:    CMAKE_PREFIX_PATH=BUILD_DIR (psflow's export());
+#   subdirectory:  add_subdirectory(PSFLOW_SOURCE_DIR) (as FetchContent does).
+# Invoked by CTest with -DBUILD_DIR=... -DSOURCE_DIR=<this folder> -DPSFLOW_SOURCE_DIR=...
+# -DWORK_DIR=... [-DMODES=install;build_tree;subdirectory].
 file(REMOVE_RECURSE "${WORK_DIR}")
-execute_process(COMMAND "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix"
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "cmake --install failed: ${rc}")
+if(NOT MODES)
+  set(MODES install build_tree subdirectory)
 endif()
-execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G Ninja
-                        "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
-                        # unoptimised, no debug info: this checks packaging, and compiles 3x faster
-                        -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "configuring the consumer project failed: ${rc}")
-endif()
-execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK_DIR}/build" RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "building the consumer project failed: ${rc}")
-endif()
-execute_process(COMMAND "${WORK_DIR}/build/consumer" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "the consumer program failed: ${rc}")
-endif()
-set(expected "array([[7., 7.],\n       [7., 7.]], dtype=float32)\n")
-if(NOT out STREQUAL expected)
-  message(FATAL_ERROR "unexpected consumer output:\n${out}")
-endif()
-message(STATUS "consumer project built and ran against the installed package")
+
+function(run step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(rc)
+    message(FATAL_ERROR "${step} failed (${rc}):\n${out}")
+  endif()
+  set(output "${out}" PARENT_SCOPE)
+endfunction()
+
+foreach(mode ${MODES})
+  set(build "${WORK_DIR}/${mode}")
+  if(mode STREQUAL "install")
+    run("cmake --install" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
+    if(NOT EXISTS "${WORK_DIR}/prefix/share/cmake/psflow/psflowConfig.cmake")
+      message(FATAL_ERROR "the package files are not under share/cmake/psflow")
+    endif()
+    set(how "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix")
+  elseif(mode STREQUAL "build_tree")
+    set(how "-DCMAKE_PREFIX_PATH=${BUILD_DIR}")
+  elseif(mode STREQUAL "subdirectory")
+    set(how "-DPSFLOW_SOURCE_DIR=${PSFLOW_SOURCE_DIR}")
+  else()
+    message(FATAL_ERROR "unknown mode '${mode}'")
+  endif()
+  # unoptimised, no debug info: this checks packaging, and compiles 3x faster
+  run("configuring the consumer (${mode})" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${build}"
+      -G Ninja "${how}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0)
+  run("building the consumer (${mode})" "${CMAKE_COMMAND}" --build "${build}")
+  run("running the consumer (${mode})" "${build}/consumer")
+  set(expected "array([[7., 7.],\n       [7., 7.]], dtype=float32)\n")
+  if(NOT output STREQUAL expected)
+    message(FATAL_ERROR "unexpected consumer output (${mode}):\n${output}")
+  endif()
+  message(STATUS "consumer project built and ran (${mode})")
+endforeach()

@@ -397,7 +397,9 @@ inline std::string array_to_string(const Tensor& t, std::string_view separator,
     auto print = [&](const auto& element_format) {
       auto format = [&](std::size_t off) { return element_format(data[off]); };
       ArrayPrinter<decltype(format)> printer(t.shape(), format, separator, summarise);
-      return printer.print(" " + std::string(prefix.size(), ' '), linewidth);
+      // All blanks: one for the opening bracket and one per prefix character. Built in one
+      // piece, not as " " + string, which GCC 12 at -O3 flags with a false -Wrestrict.
+      return printer.print(std::string(prefix.size() + 1, ' '), linewidth);
     };
     if constexpr (std::is_same_v<T, bool>) {
       return print(BoolFormat(t.rank() == 0));

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/log.hpp"
 #include "psflow/distributed/wire.hpp"
 
 namespace psflow {
@@ -479,9 +480,7 @@ inline void Connection::close_now(const Status& reason, bool log) {
     pending.swap(pending_);
     queue_.clear();
   }
-  if (log)
-    std::fprintf(stderr, "[psflow] closing connection with %s: %s\n", description_.c_str(),
-                 reason.message().c_str());
+  if (log) log_line("closing connection with " + description_ + ": " + reason.message());
   boost::system::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);

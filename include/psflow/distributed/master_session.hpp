@@ -311,7 +311,7 @@ inline void MasterSession::check_incarnation(const std::string& task, std::uint6
   auto [it, first_seen] = incarnations_.try_emplace(task, incarnation);
   if (first_seen || it->second == incarnation) return;
   throw Aborted("task " + task + " restarted since this session first used it (incarnation " +
-                std::to_string(it->second) + ", now " + std::to_string(incarnation) +
+                incarnation_string(it->second) + ", now " + incarnation_string(incarnation) +
                 "): its state is new, so this session's runs fail; create a new Session "
                 "(MonitoredTrainingSession does so by itself)");
 }

@@ -30,6 +30,7 @@
 #include "psflow/distributed/connection.hpp"
 #include "psflow/distributed/messages.hpp"
 #include "psflow/distributed/server_options.hpp"
+#include "psflow/runtime/rendezvous.hpp"
 
 namespace psflow::detail {
 
@@ -303,7 +304,7 @@ inline void PeerCache::finish_connect(const std::string& task, Status status,
     waiters.swap(peer.waiters);
   }
   if (status.ok())
-    log_("connected to " + task + " (incarnation " + std::to_string(incarnation) + ")");
+    log_("connected to " + task + " (incarnation " + incarnation_string(incarnation) + ")");
   for (auto& w : waiters) w(status, connection);
 }
 

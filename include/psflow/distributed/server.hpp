@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "psflow/core/device_spec.hpp"
+#include "psflow/core/log.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
 #include "psflow/distributed/connection.hpp"
 #include "psflow/distributed/frame_dispatcher.hpp"
@@ -44,6 +45,7 @@
 #include "psflow/distributed/stop_protocol.hpp"
 #include "psflow/distributed/worker_service.hpp"
 #include "psflow/runtime/device.hpp"
+#include "psflow/runtime/rendezvous.hpp"
 #include "psflow/runtime/thread_pool.hpp"
 
 namespace psflow {
@@ -188,6 +190,7 @@ inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std
           [this](const std::string& task) { return address_of(task); },
           [this](const std::shared_ptr<Connection>& c) { adopt(c); },
           [this](const std::string& line) { log(line); }) {
+  detail::set_log_task(task_name_);  // the library's other log lines name this task
   if (options_.inter_op_threads == 0) {
     pool_ = &ThreadPool::shared();
   } else if (options_.inter_op_threads > 1) {
@@ -214,7 +217,7 @@ inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std
     io_.run();
   });
   log("serving on " + listener_.host() + ":" + std::to_string(listener_.port()) + " (incarnation " +
-      std::to_string(incarnation_) + ")");
+      incarnation_string(incarnation_) + ")");
 }
 
 inline Server::~Server() {
@@ -236,7 +239,7 @@ inline std::string Server::target() const {
 }
 
 inline void Server::log(const std::string& line) const {
-  if (options_.log) std::fprintf(stderr, "[psflow %s] %s\n", task_name_.c_str(), line.c_str());
+  if (options_.log) detail::log_line_as(task_name_, line);
 }
 
 inline Server* Server::find_local(std::string_view target) {

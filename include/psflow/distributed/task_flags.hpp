@@ -52,12 +52,17 @@ struct TaskFlags {
   // unless --job_name / --task_index override them. Throws InvalidArgument, saying what to pass,
   // for: no cluster at all, a flag without its value, a missing job name, a job name the cluster
   // does not have, a task index that is not a non-negative integer or is out of range, malformed
-  // TF_CONFIG, and every address ClusterSpec rejects.
-  static TaskFlags parse(int argc, const char* const* argv);  // reads TF_CONFIG from the env
+  // TF_CONFIG, and every address ClusterSpec rejects. Unlike TF, a cluster without ps tasks
+  // (--ps_hosts empty or missing, no "ps" job in TF_CONFIG) is an error too, unless
+  // `require_ps_job` is false: a between-graph program would otherwise silently keep every
+  // variable on its worker. (Training in one process is asked for by starting the program
+  // without --job_name and TF_CONFIG, not by an empty ps job.)
+  static TaskFlags parse(int argc, const char* const* argv,
+                         bool require_ps_job = true);  // reads TF_CONFIG from the env
   // Testable form: `args` is argv as strings (args[0] is the program); `tf_config` is TF_CONFIG's
   // value (nullopt or "" when unset).
   static TaskFlags parse(const std::vector<std::string>& args,
-                         std::optional<std::string_view> tf_config);
+                         std::optional<std::string_view> tf_config, bool require_ps_job = true);
 
   // TF's convention: task 0 of the "chief" job if the cluster has one, else of "master", else of
   // "worker".
@@ -130,15 +135,15 @@ inline TfConfig TfConfig::parse(std::string_view json) {
   return out;
 }
 
-inline TaskFlags TaskFlags::parse(int argc, const char* const* argv) {
+inline TaskFlags TaskFlags::parse(int argc, const char* const* argv, bool require_ps_job) {
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) args.emplace_back(argv[i] ? argv[i] : "");
   const char* env = std::getenv("TF_CONFIG");
-  return parse(args, env ? std::optional<std::string_view>(env) : std::nullopt);
+  return parse(args, env ? std::optional<std::string_view>(env) : std::nullopt, require_ps_job);
 }
 
 inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
-                                  std::optional<std::string_view> tf_config) {
+                                  std::optional<std::string_view> tf_config, bool require_ps_job) {
   static constexpr std::string_view kHostFlags[] = {"ps_hosts", "worker_hosts", "chief_hosts"};
   const std::string usage =
       "pass --ps_hosts=host:port,... --worker_hosts=host:port,... --job_name=<ps|worker> "
@@ -231,6 +236,15 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
                           " is out of range: job '" + out.job_name + "' has " + std::to_string(n) +
                           " task(s)" + (n ? ", 0.." + std::to_string(n - 1) : std::string()) +
                           "; pass a smaller --task_index or list more hosts for the job");
+  }
+  if (require_ps_job && !out.cluster.has_job("ps")) {
+    throw InvalidArgument(
+        std::string(host_flags ? "--ps_hosts is empty or missing"
+                               : "TF_CONFIG's cluster has no \"ps\" job") +
+        ": a between-graph program keeps its variables on ps tasks, and without any every "
+        "variable would silently stay on its worker. List the ps tasks (--ps_hosts=host:port,... "
+        "or a \"ps\" job in TF_CONFIG), or start the program without --job_name and TF_CONFIG "
+        "to train in one process");
   }
   return out;
 }

@@ -129,6 +129,19 @@ class ScopeGuard {
   std::function<void()> pop_;
 };
 
+// How get_variable treats a name that already exists inside a variable_scope (TF1's reuse
+// argument): `inherit` takes the enclosing scope's mode (at the root: create only, an existing
+// name is an error); `reuse` returns existing variables only (a missing one is an error);
+// `auto_reuse` returns the variable when it exists and creates it otherwise. As in TF, reuse
+// cannot be turned off inside a reusing scope.
+enum class VariableReuse { inherit, reuse, auto_reuse };
+
+// One open variable_scope: its full name ("tower/layer1") and effective reuse mode.
+struct VariableScope {
+  std::string name;
+  VariableReuse reuse = VariableReuse::inherit;
+};
+
 // What create_op needs to add a node; the op builders in psflow::ops fill it.
 struct NodeSpec {
   std::string type;
@@ -168,6 +181,18 @@ class Graph {
   [[nodiscard]] ScopeGuard name_scope(std::string_view name);
   // Ops created inside share `op`'s device (TF's colocate_with); the placer keeps them together.
   [[nodiscard]] ScopeGuard colocate_with(const Operation& op);
+  // TF1's variable_scope: get_variable names created inside are "<scope>/<name>" and follow
+  // `reuse` (see VariableReuse); ops created inside get a name scope of the same name, made
+  // unique like TF's ("tower", then "tower_1" when the scope is entered again to share its
+  // variables). Nested scopes append their names.
+  [[nodiscard]] ScopeGuard variable_scope(std::string_view name,
+                                          VariableReuse reuse = VariableReuse::inherit);
+  // The innermost open variable scope (name "" and mode inherit at the root).
+  VariableScope current_variable_scope() const {
+    return variable_scopes_.empty() ? VariableScope{} : variable_scopes_.back();
+  }
+  // TF's get_variable_scope().reuse_variables(): the rest of the current scope reuses.
+  void reuse_variables();
   // Ops created inside run only after `ops` (TF's control_dependencies).
   [[nodiscard]] ScopeGuard control_dependencies(std::vector<Operation> ops);
   // Ops created inside ignore every enclosing control_dependencies scope (TF's
@@ -241,6 +266,7 @@ class Graph {
   std::unordered_map<std::string, int> names_in_use_;
   std::vector<DeviceScope> device_scopes_;
   std::vector<std::string> name_scope_;
+  std::vector<VariableScope> variable_scopes_;
   std::vector<int> colocation_scopes_;
   std::vector<std::vector<Operation>> control_scopes_;
   std::unordered_map<std::string, std::vector<std::shared_ptr<const void>>> collections_;
@@ -317,6 +343,33 @@ inline ScopeGuard Graph::name_scope(std::string_view name) {
     name_scope_.push_back(scoped);
   }
   return ScopeGuard([this] { name_scope_.pop_back(); });
+}
+
+inline ScopeGuard Graph::variable_scope(std::string_view name, VariableReuse reuse) {
+  if (name.empty() || name.find_first_of(":") != std::string_view::npos || name.front() == '/' ||
+      name.back() == '/')
+    throw InvalidArgument("variable_scope: '" + std::string(name) +
+                          "' is not a scope name (non-empty, no ':', no leading or trailing '/')");
+  const VariableScope outer = current_variable_scope();
+  VariableScope scope;
+  scope.name = outer.name.empty() ? std::string(name) : outer.name + "/" + std::string(name);
+  scope.reuse = outer.reuse == VariableReuse::inherit ? reuse : outer.reuse;
+  if (outer.reuse == VariableReuse::auto_reuse && reuse == VariableReuse::reuse)
+    scope.reuse = VariableReuse::reuse;
+  variable_scopes_.push_back(std::move(scope));
+  name_scope_.push_back(unique_name(name));  // as name_scope(name) does
+  return ScopeGuard([this] {
+    name_scope_.pop_back();
+    variable_scopes_.pop_back();
+  });
+}
+
+inline void Graph::reuse_variables() {
+  if (variable_scopes_.empty())
+    throw InvalidArgument(
+        "reuse_variables: no variable_scope is open (the root scope never "
+        "reuses; open graph.variable_scope(name) first)");
+  variable_scopes_.back().reuse = VariableReuse::reuse;
 }
 
 inline ScopeGuard Graph::colocate_with(const Operation& op) {

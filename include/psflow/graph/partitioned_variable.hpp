@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,13 +83,21 @@ inline std::vector<PartitionedVariable> partitioned_variables(const Graph& graph
 }
 
 // Creates partitioned variable `name` of `shape`: the shards the partitioner asks for (see the
-// file comment). Throws InvalidArgument when the partitioner's answer is impossible (more shards
-// than rows, two split axes, ...: naming the variable and the counts) and AlreadyExists when
-// `name` or one of its shard names is taken.
-inline PartitionedVariable get_variable(Graph& graph, std::string_view name, Shape shape,
+// file comment); inside a reusing Graph::variable_scope, returns the existing one instead (the
+// same rules as the plain get_variable). Throws InvalidArgument when the partitioner's answer is
+// impossible (more shards than rows, two split axes, ...: naming the variable and the counts) and
+// AlreadyExists when `name` or one of its shard names is taken.
+inline PartitionedVariable get_variable(Graph& graph, std::string_view local_name, Shape shape,
                                         Initializer init, Partitioner partitioner,
                                         DType dtype = DType::float32, bool trainable = true) {
-  if (name.empty()) throw InvalidArgument("get_variable: the variable needs a name");
+  const std::string name = detail::scoped_variable_name(graph, local_name);
+  std::optional<PartitionedVariable> existing;
+  for (const auto& v : partitioned_variables(graph))
+    if (v.name() == name) existing = v;
+  if (detail::reuse_existing_variable(graph, name, existing.has_value())) {
+    detail::check_shared_variable(name, existing->shape(), existing->dtype(), shape, dtype);
+    return *existing;
+  }
   if (!partitioner)
     throw InvalidArgument("get_variable('" + std::string(name) +
                           "'): the partitioner is empty; pass e.g. fixed_size_partitioner(n)");
@@ -106,7 +115,7 @@ inline PartitionedVariable get_variable(Graph& graph, std::string_view name, Sha
     detail::check_new_variable_name(graph, std::string(name) + "/part_" + std::to_string(i));
 
   auto record = std::make_shared<detail::PartitionedVariableRecord>();
-  record->name = std::string(name);
+  record->name = name;
   record->shape = shape;
   record->dtype = dtype;
   record->axis = axis;

@@ -185,6 +185,39 @@ inline void check_new_variable_name(const Graph& graph, std::string_view name) {
                         "Variable handle (find_variable(graph, name) returns it)");
 }
 
+// get_variable's name for `name` inside the current variable_scope ("tower/w").
+inline std::string scoped_variable_name(const Graph& graph, std::string_view name) {
+  if (name.empty()) throw InvalidArgument("get_variable: the variable needs a name");
+  const VariableScope scope = graph.current_variable_scope();
+  return scope.name.empty() ? std::string(name) : scope.name + "/" + std::string(name);
+}
+
+// TF's reuse rules: whether get_variable returns the existing variable `full_name` (true) or
+// creates it (false); throws when the current scope's mode forbids either.
+inline bool reuse_existing_variable(const Graph& graph, const std::string& full_name, bool exists) {
+  const VariableReuse reuse = graph.current_variable_scope().reuse;
+  if (exists && reuse == VariableReuse::inherit)
+    throw AlreadyExists("variable '" + full_name +
+                        "' already exists: to share it, create it again inside "
+                        "graph.variable_scope(scope, VariableReuse::reuse) (or auto_reuse); "
+                        "otherwise pick another name");
+  if (!exists && reuse == VariableReuse::reuse)
+    throw NotFound("variable '" + full_name +
+                   "' does not exist, and its variable_scope only reuses: create it first (a "
+                   "scope without reuse), or open the scope with VariableReuse::auto_reuse");
+  return exists;
+}
+
+// A shared variable must be asked for as it was created.
+inline void check_shared_variable(const std::string& full_name, const Shape& shape, DType dtype,
+                                  const Shape& wanted_shape, DType wanted_dtype) {
+  if (shape == wanted_shape && dtype == wanted_dtype) return;
+  throw InvalidArgument("get_variable: variable '" + full_name + "' exists as " +
+                        std::string(dtype_name(dtype)) + shape_string(shape) +
+                        "; it cannot be shared as " + std::string(dtype_name(wanted_dtype)) +
+                        shape_string(wanted_shape));
+}
+
 // get_variable, also for the shards of a partitioned variable (partition and save_slice set).
 inline Variable create_variable(Graph& graph, std::string_view name, const Shape& shape,
                                 const Initializer& init, DType dtype, bool trainable,
@@ -221,11 +254,21 @@ inline Variable create_variable(Graph& graph, std::string_view name, const Shape
 
 }  // namespace detail
 
-// Creates variable `name` (taken verbatim: name scopes do not apply, as with TF's get_variable).
-// Throws AlreadyExists if the graph already has an op of that name.
+// Creates variable `name`, or returns it when the enclosing Graph::variable_scope reuses it
+// (TF1's get_variable). The name is "<variable scopes>/<name>": name scopes do not apply, as
+// in TF. Throws AlreadyExists if the name is taken and the scope does not reuse, NotFound if
+// the scope only reuses and there is no such variable, InvalidArgument if a shared variable is
+// asked for with another shape or dtype.
 inline Variable get_variable(Graph& graph, std::string_view name, Shape shape, Initializer init,
                              DType dtype = DType::float32, bool trainable = true) {
-  return detail::create_variable(graph, name, shape, init, dtype, trainable, nullptr, std::nullopt);
+  const std::string full_name = detail::scoped_variable_name(graph, name);
+  const auto existing = find_variable(graph, full_name);
+  if (detail::reuse_existing_variable(graph, full_name, existing.has_value())) {
+    detail::check_shared_variable(full_name, existing->shape(), existing->dtype(), shape, dtype);
+    return *existing;
+  }
+  return detail::create_variable(graph, full_name, shape, init, dtype, trainable, nullptr,
+                                 std::nullopt);
 }
 
 // One op that runs every variable's initializer ("init"; a NoOp when there are none).

@@ -31,15 +31,20 @@ class Rendezvous {
   virtual void abort(const Status& status) = 0;
 };
 
+// A process incarnation as every psflow message and log line writes it: 16 hex digits, as in
+// rendezvous keys ("8535faefb32eab72").
+inline std::string incarnation_string(std::uint64_t incarnation) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(incarnation));
+  return text;
+}
+
 // TF's rendezvous key for one tensor crossing from one device to another within a frame.
 inline std::string rendezvous_key(const std::string& src_device, std::uint64_t src_incarnation,
                                   const std::string& dst_device, const std::string& tensor_name,
                                   int frame = 0, int iter = 0) {
-  char incarnation[17];
-  std::snprintf(incarnation, sizeof incarnation, "%016llx",
-                static_cast<unsigned long long>(src_incarnation));
-  return src_device + ";" + incarnation + ";" + dst_device + ";" + tensor_name + ";" +
-         std::to_string(frame) + ":" + std::to_string(iter);
+  return src_device + ";" + incarnation_string(src_incarnation) + ";" + dst_device + ";" +
+         tensor_name + ";" + std::to_string(frame) + ":" + std::to_string(iter);
 }
 
 class LocalRendezvous : public Rendezvous {

@@ -23,8 +23,9 @@ inline Variable get_or_create_global_step(Graph& graph) {
                             shape_string(existing->shape()) + ": rename that variable");
     return *existing;
   }
-  return get_variable(graph, "global_step", Shape{}, zeros_initializer(), DType::int64,
-                      /*trainable=*/false);
+  // Always at the root, whatever variable_scope is open: every task looks it up by this name.
+  return psflow::detail::create_variable(graph, "global_step", Shape{}, zeros_initializer(),
+                                         DType::int64, /*trainable=*/false, nullptr, std::nullopt);
 }
 
 }  // namespace psflow::train

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/log.hpp"
 #include "psflow/core/tensor_format.hpp"
 #include "psflow/graph/variable.hpp"
 #include "psflow/runtime/session.hpp"
@@ -116,8 +117,10 @@ class StepCounter : public SessionRunHook {
     const double seconds = std::chrono::duration<double>(now - last_time_).count();
     if (seconds > 0) {
       rate_ = static_cast<double>(step - *last_step_) / seconds;
-      std::fprintf(stderr, "[psflow] global_step/sec: %.4g (global step %lld)\n", rate_,
-                   static_cast<long long>(step));
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%.4g", rate_);
+      log_line(std::string("global_step/sec: ") + rate + " (global step " + std::to_string(step) +
+               ")");
     }
     last_step_ = step;
     last_time_ = now;
@@ -146,7 +149,7 @@ class LoggingTensors : public SessionRunHook {
     std::ostringstream line;
     for (std::size_t i = 0; i < tensors_.size(); ++i)
       line << (i ? ", " : "") << tensors_[i].name() << " = " << values.results[i];
-    std::fprintf(stderr, "[psflow] %s\n", line.str().c_str());
+    log_line(line.str());
   }
 
  private:
@@ -174,24 +177,38 @@ class CheckpointSaverHook : public SessionRunHook {
   }
   void after_create_session(Session& sess) override { save(sess); }
   SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
+  // As TF's: the global step fetched with the training step is the value before this step's
+  // increment, so the step that completes a period is the fetched value + 1; only then is the
+  // real value read, and the checkpoint named by it. With save_steps = 200 one worker saves
+  // at 200, 400, 600; with several, another worker's steps may move it a little past.
   void after_run(SessionRunContext& ctx, const SessionRunValues& values) override {
-    const std::int64_t step = detail::step_value(values.results[0]);
-    const bool by_steps = save_steps_ && step - last_saved_step_ >= *save_steps_;
-    const bool by_time = save_secs_ && std::chrono::steady_clock::now() - last_saved_time_ >=
-                                           std::chrono::duration<double>(*save_secs_);
-    if (by_steps || by_time) save(ctx.session());
+    const std::int64_t stale_step = detail::step_value(values.results[0]);
+    if (!should_save(stale_step + 1)) return;
+    const std::int64_t step = detail::step_value(ctx.session().run({global_step_})[0]);
+    if (should_save(step)) save(ctx.session(), step);
   }
-  void end(Session& sess) override { save(sess); }
+  // A last checkpoint, unless the last one already has this step (TF's end()).
+  void end(Session& sess) override {
+    const std::int64_t step = detail::step_value(sess.run({global_step_})[0]);
+    if (last_path_.empty() || step != last_saved_step_) save(sess, step);
+  }
   const std::string& last_saved() const noexcept { return last_path_; }
 
  private:
-  void save(Session& sess) {
+  bool should_save(std::int64_t step) const {
+    if (step == last_saved_step_) return false;
+    const bool by_steps = save_steps_ && step >= last_saved_step_ + *save_steps_;
+    const bool by_time = save_secs_ && std::chrono::steady_clock::now() - last_saved_time_ >=
+                                           std::chrono::duration<double>(*save_secs_);
+    return by_steps || by_time;
+  }
+  void save(Session& sess) { save(sess, detail::step_value(sess.run({global_step_})[0])); }
+  void save(Session& sess, std::int64_t step) {
     std::filesystem::create_directories(dir_);
-    const std::int64_t step = detail::step_value(sess.run({global_step_})[0]);
     last_path_ = saver_->save(sess, dir_ + "/model.ckpt", step);
     last_saved_step_ = step;
     last_saved_time_ = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "[psflow] saved checkpoint %s\n", last_path_.c_str());
+    log_line("saved checkpoint " + last_path_);
   }
 
   std::string dir_;

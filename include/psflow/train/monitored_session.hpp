@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "psflow/core/log.hpp"
 #include "psflow/train/hooks.hpp"
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"
@@ -70,7 +71,7 @@ class MonitoredTrainingSession {
     try {
       close();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "[psflow] MonitoredTrainingSession: closing failed: %s\n", e.what());
+      log_line(std::string("MonitoredTrainingSession: closing failed: ") + e.what());
     }
   }
 
@@ -125,8 +126,8 @@ class MonitoredTrainingSession {
     return std::chrono::duration<double>(s);
   }
   void log(const std::string& line) const {
-    std::fprintf(stderr, "[psflow] MonitoredTrainingSession%s: %s\n",
-                 options_.is_chief ? " (chief)" : "", line.c_str());
+    log_line(std::string("MonitoredTrainingSession") + (options_.is_chief ? " (chief)" : "") +
+             ": " + line);
   }
 
   std::vector<Tensor> run_once(const std::vector<Output>& fetches, const FeedMap& feeds,

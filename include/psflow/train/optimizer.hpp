@@ -471,8 +471,9 @@ inline Variable Optimizer::get_or_create_non_slot_variable(const std::string& na
   if (auto it = non_slot_.find(key); it != non_slot_.end()) return it->second;
   const std::string unique = detail::unique_variable_name(graph, name);
   auto colocated = graph.colocate_with(colocate_with.op());
-  Variable v = get_variable(graph, unique, {}, constant_initializer(initial_value),
-                            colocate_with.dtype(), /*trainable=*/false);
+  Variable v = psflow::detail::create_variable(
+      graph, unique, {}, constant_initializer(initial_value), colocate_with.dtype(),
+      /*trainable=*/false, nullptr, std::nullopt);
   non_slot_.emplace(key, v);
   return v;
 }

@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/log.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/control_ops.hpp"
 #include "psflow/graph/graph.hpp"
@@ -334,7 +335,7 @@ inline Saver::Kept& Saver::kept_in(const std::string& dir, const std::string& sp
         }
       }
     } catch (const DataLoss& e) {  // the next save rewrites the state file
-      std::cerr << "psflow Saver: ignoring the old state file: " << e.message() << "\n";
+      log_line("Saver: ignoring the old state file: " + e.message());
     }
   }
   return it->second;

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/log.hpp"
 #include "psflow/graph/state_ops.hpp"
 #include "psflow/graph/variable.hpp"
 #include "psflow/runtime/kernels/state_kernels.hpp"
@@ -76,7 +77,7 @@ class Supervisor {
   Supervisor(Graph& graph, SupervisorOptions options);
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
-  // stop(); an error from its final save is logged to std::cerr, not thrown.
+  // stop(); an error from its final save is logged to standard error, not thrown.
   ~Supervisor();
 
   // Creates Session(graph, target) ("" = in-process) and makes the model ready. Chief: restores
@@ -192,7 +193,7 @@ inline Supervisor::~Supervisor() {
   try {
     stop();
   } catch (const std::exception& e) {
-    std::cerr << "psflow Supervisor: the final checkpoint failed: " << e.what() << "\n";
+    log_line(std::string("Supervisor: the final checkpoint failed: ") + e.what());
   }
 }
 
@@ -233,7 +234,7 @@ inline std::unique_ptr<Session> Supervisor::prepare_chief(std::string_view targe
     checkpoint = latest_checkpoint(options_.logdir);
   }
   if (checkpoint) {
-    std::cerr << "psflow Supervisor: restoring the model from " << *checkpoint << "\n";
+    log_line("Supervisor: restoring the model from " + *checkpoint);
     saver_->restore(*sess, *checkpoint);
   } else {
     sess->run(init_op_);
@@ -287,9 +288,8 @@ inline std::unique_ptr<Session> Supervisor::wait_until_ready(std::string_view ta
           ". Check that the chief worker is running with the same cluster and graph, or raise "
           "SupervisorOptions::ready_deadline_secs");
     if (!last_log || now - *last_log >= log_every) {
-      std::cerr << "psflow Supervisor: waiting for " << waiting_for << " ("
-                << detail::seconds_string(waited) << " of "
-                << detail::seconds_string(options_.ready_deadline_secs) << ")\n";
+      log_line("Supervisor: waiting for " + waiting_for + " (" + detail::seconds_string(waited) +
+               " of " + detail::seconds_string(options_.ready_deadline_secs) + ")");
       last_log = now;
     }
     std::unique_lock lock(mutex_);
@@ -314,7 +314,7 @@ inline std::string Supervisor::save_checkpoint() {
   const std::string prefix =
       (std::filesystem::path(options_.logdir) / options_.checkpoint_basename).string();
   const std::string path = saver_->save(*session_, prefix, global_step_value(*session_));
-  std::cerr << "psflow Supervisor: saved checkpoint " << path << "\n";
+  log_line("Supervisor: saved checkpoint " + path);
   return path;
 }
 
@@ -327,8 +327,7 @@ inline void Supervisor::saver_loop() {
     try {
       save_checkpoint();
     } catch (const std::exception& e) {  // e.g. a ps restarting: training goes on, so do we
-      std::cerr << "psflow Supervisor: periodic checkpoint failed (will retry): " << e.what()
-                << "\n";
+      log_line(std::string("Supervisor: periodic checkpoint failed (will retry): ") + e.what());
     }
     lock.lock();
     next += interval;  // a fixed cadence; after a slow save, skip the periods it overran

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "psflow/core/log.hpp"
 #include "psflow/graph/sync_ops.hpp"
 #include "psflow/train/hooks.hpp"
 #include "psflow/train/optimizer.hpp"
@@ -224,8 +225,7 @@ class SyncReplicasHook : public SessionRunHook {
     try {
       sess.run(optimizer_.close_op());  // releases the runner and every waiting replica
     } catch (const Error& e) {
-      std::fprintf(stderr, "[psflow] SyncReplicas: could not close the token queue: %s\n",
-                   e.what());
+      log_line(std::string("SyncReplicas: could not close the token queue: ") + e.what());
     }
     join_runner();
     failure_.raise_if_error();  // an aggregation that failed for good ends training with its error
@@ -240,8 +240,7 @@ class SyncReplicasHook : public SessionRunHook {
         return;  // closed: training ended
       } catch (const Error& e) {
         if (stop_) return;
-        std::fprintf(stderr, "[psflow] SyncReplicas: the chief's aggregation stopped: %s\n",
-                     e.what());
+        log_line(std::string("SyncReplicas: the chief's aggregation stopped: ") + e.what());
         // A lost ps (Unavailable/Aborted) also fails the chief's own run, and
         // MonitoredTrainingSession recovers and restarts this loop. Anything else will not heal:
         // release every waiting replica now (they stop with OutOfRange) and report the error when
@@ -263,10 +262,9 @@ class SyncReplicasHook : public SessionRunHook {
     if (step == 0) return;
     const auto released = sess.run({optimizer_.release_waiters()[0]})[0].scalar<std::int64_t>();
     if (released > 0)
-      std::fprintf(stderr,
-                   "[psflow] SyncReplicas: released %lld replica(s) waiting for a previous chief's "
-                   "token; they continue at global step %lld\n",
-                   static_cast<long long>(released), static_cast<long long>(step));
+      log_line("SyncReplicas: released " + std::to_string(released) +
+               " replica(s) waiting for a previous chief's token; they continue at global step " +
+               std::to_string(step));
   }
   void join_runner() {
     if (runner_.joinable()) runner_.join();
