@@ -3,7 +3,9 @@
 // clock and a string stream.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <iostream>
 #include <limits>
+#include <psflow/core/log.hpp>
 #include <psflow/observe/progress.hpp>
 #include <sstream>
 #include <string>
@@ -167,6 +169,25 @@ TEST_CASE("a live line left unfinished is ended with a newline") {
     progress.update(3);
   }
   CHECK(out.str() == "\rglobal step 3/10 (30%)  -- steps/s  ETA --\033[K\n");
+}
+
+TEST_CASE("library log lines go above a live line on standard error, never into it") {
+  FakeClock clock;
+  std::ostringstream captured;
+  std::streambuf* saved = std::cerr.rdbuf(captured.rdbuf());
+  {
+    ProgressLine progress(10, options_with(clock, true), std::cerr);
+    progress.update(3);
+    psflow::log_line("saved checkpoint /tmp/m/model.ckpt-3");
+    progress.finish();
+  }
+  std::cerr.rdbuf(saved);
+  const std::string text = captured.str();
+  // The live line is cleared, the log line printed whole, and the live line drawn again.
+  CHECK_THAT(text, Catch::Contains("ETA --\033[K\r\033[K[psflow") &&
+                       Catch::Contains("saved checkpoint /tmp/m/model.ckpt-3\n\rglobal step 3/10"));
+  // Once finished, log lines no longer go through the progress line.
+  CHECK(count(text, "saved checkpoint") == 1);
 }
 
 TEST_CASE("plain mode prints a line every N seconds or every N steps") {

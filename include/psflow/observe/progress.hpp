@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "psflow/core/error.hpp"
+#include "psflow/core/log.hpp"
 
 namespace psflow::observe {
 
@@ -160,9 +161,14 @@ inline ProgressLine::ProgressLine(std::int64_t total, ProgressOptions options, s
     throw InvalidArgument(
         "ProgressLine: redraw_interval_s, plain_every_s and plain_every_steps must be >= 0 and "
         "rate_window_s > 0");
+  // Library log lines (psflow::log_line) then go above the live line instead of into it.
+  if (live_ && (&out_ == &std::cerr || &out_ == &std::clog))
+    psflow::detail::set_log_sink([this](std::string_view line) { print_above(line); }, this);
 }
 
 inline ProgressLine::~ProgressLine() {
+  psflow::detail::clear_log_sink(
+      this);  // before taking mutex_: the sink is called under the log's lock
   try {
     std::lock_guard lock(mutex_);
     if (live_ && drawn_ && !finished_) out_ << '\n' << std::flush;
@@ -219,6 +225,7 @@ inline void ProgressLine::print_above(std::string_view line) {
 }
 
 inline void ProgressLine::finish() {
+  psflow::detail::clear_log_sink(this);  // before taking mutex_ (see the destructor)
   std::lock_guard lock(mutex_);
   if (finished_) return;
   finished_ = true;
