@@ -247,3 +247,34 @@ TEST_CASE("one traced training step holds the ps's update and the worker's backw
   CHECK(worker.stop_job("ps") == 1);
   REQUIRE(cluster.ps[0]->wait_for(10s));
 }
+
+TEST_CASE(
+    "a traced run_graph and its returned statistics survive the wire, short ones are DataLoss") {
+  const std::string bytes = wire::encode(wire::RunGraph{"graph-7", 42, 99, true});
+  CHECK(wire::decode<wire::RunGraph>(bytes, "run_graph").trace);
+  CHECK_FALSE(
+      wire::decode<wire::RunGraph>(wire::encode(wire::RunGraph{"g", 1, 2}), "run_graph").trace);
+  wire::RunGraphTrace trace;
+  trace.stats.task = "/job:ps/replica:0/task:0";
+  trace.stats.device = "/job:ps/replica:0/task:0/device:CPU:0";
+  trace.stats.nodes = {{"w/read", "Identity", 3, false, 10, 20}, {"r", "_Recv", 1, true, 5, 30}};
+  trace.stats.sends = {{"k1", 64, 25}};
+  trace.stats.recvs = {{"k2", 8, 28}};
+  trace.request_received_ns = 1;
+  trace.reply_sent_ns = 40;
+  wire::Reply reply;
+  reply.trace = wire::encode(trace);
+  const auto back = wire::decode<wire::RunGraphTrace>(
+      wire::decode<wire::Reply>(wire::encode(reply), "reply").trace, "run_graph trace");
+  CHECK(back.stats.task == trace.stats.task);
+  REQUIRE(back.stats.nodes.size() == 2);
+  CHECK(back.stats.nodes[1].async);
+  CHECK(back.stats.nodes[0].thread_id == 3);
+  CHECK(back.stats.nodes[1].end_ns == 30);
+  CHECK(back.stats.sends[0].bytes == 64);
+  CHECK(back.stats.recvs[0].key == "k2");
+  CHECK(back.reply_sent_ns == 40);
+  for (std::size_t cut = 0; cut < reply.trace.size(); cut += 7)
+    CHECK_THROWS_AS(wire::decode<wire::RunGraphTrace>(reply.trace.substr(0, cut), "trace"),
+                    DataLoss);
+}

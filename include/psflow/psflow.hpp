@@ -36,4 +36,5 @@
 #include "psflow/train/sync_replicas_optimizer.hpp"
 
 // observe
+#include "psflow/observe/chrome_trace.hpp"
 #include "psflow/observe/explain.hpp"
