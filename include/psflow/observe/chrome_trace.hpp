@@ -224,24 +224,19 @@ inline nlohmann::ordered_json chrome_trace_json(const RunMetadata& metadata) {
       e["ts"] = us(s->start_ns);
       e["dur"] = static_cast<double>(s->end_ns - s->start_ns) / 1000.0;
       events.push_back(std::move(e));
-      // Flow arrows start in the sender's send slice and end in the receiver's recv slice.
-      if (s->flow_start)
-        flows.push_back({{"name", "transfer"},
-                         {"cat", "transfer"},
-                         {"ph", "s"},
-                         {"id", s->flow},
-                         {"pid", pid},
-                         {"tid", span_tid},
-                         {"ts", us(s->start_ns)}});
-      if (s->flow_end)
-        flows.push_back({{"name", "transfer"},
-                         {"cat", "transfer"},
-                         {"ph", "f"},
-                         {"bp", "e"},
-                         {"id", s->flow},
-                         {"pid", pid},
-                         {"tid", span_tid},
-                         {"ts", us(s->end_ns)}});
+      // Flow arrows start in the sender's send slice and end in the receiver's recv slice
+      // (binding to the slice that encloses the end: "bp": "e").
+      auto flow_event = [&](const char* phase, std::int64_t ns) {
+        ordered_json f{{"name", "transfer"}, {"cat", "transfer"}, {"ph", phase}};
+        if (phase[0] == 'f') f["bp"] = "e";
+        f["id"] = s->flow;
+        f["pid"] = pid;
+        f["tid"] = span_tid;
+        f["ts"] = us(ns);
+        flows.push_back(std::move(f));
+      };
+      if (s->flow_start) flow_event("s", s->start_ns);
+      if (s->flow_end) flow_event("f", s->end_ns);
     }
   }
   for (auto& f : flows) events.push_back(std::move(f));
