@@ -57,6 +57,10 @@
 //   --sync_replicas                synchronous training (SyncReplicasOptimizer)
 //   --replicas_to_aggregate (all workers)   gradients averaged per global step in sync mode
 //   --token_timeout_s (60)         sync mode: how long a worker waits for the chief's go-ahead
+//   --trace_steps ("")             e.g. 100,200: the chief traces its first step at or after
+//                                  each of these global steps on every task and writes
+//                                  trace_step_<N>.json (Chrome trace) into --summary_dir
+//   --summary_dir ("")             where the traces go ("": the current directory)
 //                                  before it fails with DeadlineExceeded
 //   --data_dir (/usr/share/datasets/fashion-mnist)
 //   --seed (1)                     shuffling seed; worker i uses seed + i
@@ -120,6 +124,7 @@
 #include "common/cluster_task.hpp"
 #include "common/dense_layer.hpp"
 #include "fashion_mnist.hpp"
+#include "step_trace.hpp"
 
 namespace {
 
@@ -154,6 +159,9 @@ struct TrainerFlags {
   std::uint64_t seed = 1;
   std::int64_t log_every_steps = 500;
   std::size_t eval_batch_size = 1000;
+  // --trace_steps and the directory the traces go to (--summary_dir).
+  step_trace::StepTracer tracer;
+  std::string summary_dir;
 };
 
 // ---- flags -----------------------------------------------------------------------------------
@@ -193,6 +201,10 @@ bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& v
     flags.log_every_steps = parse_number<std::int64_t>(name, value, 1);
   else if (name == "eval_batch_size")
     flags.eval_batch_size = parse_number<std::size_t>(name, value, 1);
+  else if (name == "trace_steps")
+    flags.tracer.set_steps(name, value);
+  else if (name == "summary_dir")
+    flags.summary_dir = value;
   else
     return false;
   return true;
@@ -461,10 +473,14 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         std::int64_t window_step = step, local_steps = 0;
         std::int64_t next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
         double loss = 0, accuracy = 0, learning_rate = 0;
+        step_trace::StepTracer tracer = flags.tracer;
+        tracer.set_directory(flags.summary_dir);
         while (!mon_sess->should_stop()) {
           fashion_mnist::Batch batch = batches.next();
-          auto values = mon_sess->run({m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
-                                      m.feeds(batch, flags.keep_prob), {m.train_op});
+          auto values =
+              mon_sess->run(tracer.options(chief, step),
+                            {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
+                            m.feeds(batch, flags.keep_prob), {m.train_op}, tracer.metadata());
           loss = values[0].scalar<float>();
           accuracy = values[1].scalar<float>();
           learning_rate = values[2].scalar<float>();
@@ -472,6 +488,7 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
               values[3].scalar<std::int64_t>() + 1;  // read before or after this step's increment
           ++local_steps;
           if (progress) progress->update(step, loss);
+          tracer.write_if_traced(step);
           if (chief && step >= next_log) {
             log(format("global step %lld: loss %.4f, batch accuracy %.2f, learning rate %g, %.1f "
                        "global steps/s (epoch %zu of this worker's shard)",

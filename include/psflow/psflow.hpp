@@ -36,5 +36,6 @@
 #include "psflow/train/sync_replicas_optimizer.hpp"
 
 // observe
+#include "psflow/observe/chrome_trace.hpp"
 #include "psflow/observe/explain.hpp"
 #include "psflow/observe/progress.hpp"

@@ -176,6 +176,7 @@ inline void FrameDispatcher::on_register_graph(const std::shared_ptr<Connection>
 
 inline void FrameDispatcher::on_run_graph(const std::shared_ptr<Connection>& connection,
                                           const wire::Frame& frame) {
+  const std::int64_t received_ns = trace_clock_ns();
   auto request = wire::decode<wire::RunGraph>(frame.metadata, "run_graph");
   if (request.incarnation != incarnation_) {
     reply(connection, frame.request_id,
@@ -194,16 +195,27 @@ inline void FrameDispatcher::on_run_graph(const std::shared_ptr<Connection>& con
   if (explain_)
     log_("explain: step " + std::to_string(step_id) + ": running " + request.handle + " for " +
          connection->peer_task());
-  worker_.run_graph(request.handle, step_id,
-                    [this, connection, request_id, step_id](Status status) {
-                      {
-                        std::lock_guard lock(mutex_);
-                        if (auto it = steps_by_connection_.find(connection.get());
-                            it != steps_by_connection_.end())
-                          it->second.erase(step_id);
-                      }
-                      reply(connection, request_id, wire::Reply::from(status));
-                    });
+  // A traced step returns what it recorded, with this task's receive and reply times.
+  auto stats = request.trace ? std::make_shared<StepStatsCollector>() : nullptr;
+  worker_.run_graph(
+      request.handle, step_id,
+      [this, connection, request_id, step_id, stats, received_ns](Status status) {
+        {
+          std::lock_guard lock(mutex_);
+          if (auto it = steps_by_connection_.find(connection.get());
+              it != steps_by_connection_.end())
+            it->second.erase(step_id);
+        }
+        wire::Reply r = wire::Reply::from(status);
+        if (stats) {
+          wire::RunGraphTrace trace{stats->take(task_name_, worker_.device().name()), received_ns,
+                                    0};
+          trace.reply_sent_ns = trace_clock_ns();
+          r.trace = wire::encode(trace);
+        }
+        reply(connection, request_id, r);
+      },
+      stats.get());
 }
 
 }  // namespace psflow::detail

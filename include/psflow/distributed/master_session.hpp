@@ -8,6 +8,10 @@
 //
 // Only the tasks the graph uses are contacted.
 //
+// A traced run (RunOptions::trace) asks every partition for its statistics: remote tasks
+// return theirs in the run_graph reply with their own receive and reply times, from which the
+// clock offset of each task is estimated NTP-style and its times moved to this process's clock.
+//
 // Contract: run() blocks the calling thread (a user thread) until every partition of the step
 // ended; it is thread-safe, concurrent runs being separate steps. The failure path runs on
 // whichever thread saw the error first, often the server's I/O thread, so it never blocks and
@@ -40,6 +44,9 @@ class MasterSession : public SessionImpl {
 
   std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds,
                           const std::vector<Operation>& targets) override;
+  std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds,
+                          const std::vector<Operation>& targets, const RunOptions& options,
+                          RunMetadata* metadata) override;
   std::optional<PartitionPlan> describe(const std::vector<Output>& fetches, const FeedMap& feeds,
                                         const std::vector<Operation>& targets) override;
   // Deregisters the partitions registered so far (best effort).
@@ -63,7 +70,9 @@ class MasterSession : public SessionImpl {
   std::shared_ptr<StepPlan> plan_for(const std::vector<Output>& fetches, const FeedMap& feeds,
                                      const std::vector<Operation>& targets);
   // One step: every partition at once; the first error aborts it everywhere and is thrown.
-  std::vector<Tensor> run_step(const StepPlan& plan, std::vector<Tensor> feeds);
+  // With `metadata`, the step is traced on every task and the statistics gathered there.
+  std::vector<Tensor> run_step(const StepPlan& plan, std::vector<Tensor> feeds,
+                               RunMetadata* metadata);
   // Best effort, over connections that are open now: a task we are not connected to has
   // stopped or restarted (its registered graphs went with the old process), and reconnecting
   // would hold a closing session for the whole connect timeout.
@@ -93,12 +102,21 @@ inline MasterSession::~MasterSession() { close(); }
 inline std::vector<Tensor> MasterSession::run(const std::vector<Output>& fetches,
                                               const FeedMap& feeds,
                                               const std::vector<Operation>& targets) {
+  return run(fetches, feeds, targets, RunOptions{}, nullptr);
+}
+
+inline std::vector<Tensor> MasterSession::run(const std::vector<Output>& fetches,
+                                              const FeedMap& feeds,
+                                              const std::vector<Operation>& targets,
+                                              const RunOptions& options, RunMetadata* metadata) {
   validate_run_arguments(graph_, fetches, feeds, targets);
   std::shared_ptr<StepPlan> plan = plan_for(fetches, feeds, targets);
   std::vector<Tensor> feed_values;
   for (const auto& [out, value] : feeds) feed_values.push_back(value);
+  if (metadata) metadata->clear();
   try {
-    return caller_owned(run_step(*plan, std::move(feed_values)));
+    return caller_owned(
+        run_step(*plan, std::move(feed_values), options.trace ? metadata : nullptr));
   } catch (const Error& e) {
     // A task that restarted or went away invalidates what we registered: register again next
     // time.
@@ -174,19 +192,23 @@ inline std::shared_ptr<MasterSession::StepPlan> MasterSession::plan_for(
   return plan;
 }
 
-inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan,
-                                                   std::vector<Tensor> feeds) {
+inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::vector<Tensor> feeds,
+                                                   RunMetadata* metadata) {
   struct Join {
     std::mutex mutex;
     std::condition_variable done;
     std::size_t remaining = 0;
     Status first_error;
     std::vector<Tensor> fetches;
-    std::vector<bool> finished;  // per remote
+    std::vector<bool> finished;         // per remote
+    std::vector<TaskStepStats> traces;  // per remote, in a traced step (corrected clocks)
+    StepStatsCollector local_stats;
   };
   auto join = std::make_shared<Join>();
   join->remaining = plan.remotes.size() + 1;
   join->finished.assign(plan.remotes.size(), false);
+  const bool trace = metadata != nullptr;
+  if (trace) join->traces.resize(plan.remotes.size());
   std::uint64_t step_id;
   {
     std::lock_guard lock(rng_mutex_);
@@ -251,13 +273,23 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan,
       skip(i);
       continue;
     }
+    const std::int64_t sent_ns = trace ? trace_clock_ns() : 0;
     connection->call(
         wire::make_frame(wire::MessageType::run_graph,
-                         wire::RunGraph{remote.handle, step_id, remote.incarnation}),
-        [join, i, task = remote.task, fail, finish_one](Status status, wire::Frame reply) {
+                         wire::RunGraph{remote.handle, step_id, remote.incarnation, trace}),
+        [join, i, task = remote.task, fail, finish_one, sent_ns](Status status, wire::Frame reply) {
+          const std::int64_t received_ns = sent_ns ? trace_clock_ns() : 0;
           if (status.ok()) {
             try {
-              status = wire::decode<wire::Reply>(reply.metadata, "run_graph reply").status();
+              auto r = wire::decode<wire::Reply>(reply.metadata, "run_graph reply");
+              status = r.status();
+              if (sent_ns && !r.trace.empty()) {
+                auto t = wire::decode<wire::RunGraphTrace>(r.trace, "run_graph trace");
+                correct_clock(t.stats, estimate_clock_offset_ns(sent_ns, t.request_received_ns,
+                                                                t.reply_sent_ns, received_ns));
+                std::lock_guard lock(join->mutex);
+                join->traces[i] = std::move(t.stats);
+              }
             } catch (const Error& e) {
               status = Status(e.code(), e.message());
             }
@@ -272,21 +304,30 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan,
         server_.options().step_timeout);
   }
 
-  server_.worker().run(plan.local_executor, step_id, std::move(feeds),
-                       [this, join, fail, finish_one](Status status, std::vector<Tensor> fetches) {
-                         if (!status.ok()) {
-                           fail(status.with_context("on " + server_.task_name()));
-                         } else {
-                           std::lock_guard lock(join->mutex);
-                           join->fetches = std::move(fetches);
-                         }
-                         finish_one();
-                       });
+  server_.worker().run(
+      plan.local_executor, step_id, std::move(feeds),
+      [this, join, fail, finish_one](Status status, std::vector<Tensor> fetches) {
+        if (!status.ok()) {
+          fail(status.with_context("on " + server_.task_name()));
+        } else {
+          std::lock_guard lock(join->mutex);
+          join->fetches = std::move(fetches);
+        }
+        finish_one();
+      },
+      trace ? &join->local_stats : nullptr);
 
   std::unique_lock lock(join->mutex);
   // Bounded: remote calls end by reply, deadline or a dropped connection; the local partition
   // ends once its receives are satisfied or aborted.
   join->done.wait(lock, [&] { return join->remaining == 0; });
+  if (trace) {
+    metadata->tasks.push_back(
+        join->local_stats.take(server_.task_name(), server_.worker().device().name()));
+    for (auto& t : join->traces)
+      if (!t.task.empty()) metadata->tasks.push_back(std::move(t));
+    join_transfers(*metadata);
+  }
   join->first_error.raise_if_error();
   return std::move(join->fetches);
 }

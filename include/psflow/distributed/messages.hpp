@@ -6,6 +6,7 @@
 #include <string>
 
 #include "psflow/distributed/wire.hpp"
+#include "psflow/runtime/step_stats.hpp"
 
 namespace psflow::wire {
 
@@ -26,28 +27,32 @@ struct Hello {
 };
 
 // The answer to every request. `code` is an ErrorCode; `text` is the error message, or the
-// graph handle for register_graph.
+// graph handle for register_graph; `trace` is an encoded RunGraphTrace in the reply to a traced
+// run_graph, else empty.
 struct Reply {
   std::int32_t code = 0;
   std::string text;
   std::uint64_t incarnation = 0;
+  std::string trace = {};
   Status status() const {
     return code == 0 ? Status{} : Status(static_cast<ErrorCode>(code), text);
   }
   static Reply from(const Status& s) {
-    return {static_cast<std::int32_t>(s.code()), s.message(), 0};
+    return {static_cast<std::int32_t>(s.code()), s.message(), 0, {}};
   }
   template <class A>
   void save(A& ar) const {
     ar << code;
     save_string(ar, text);
     ar << incarnation;
+    save_string(ar, trace);
   }
   template <class A>
   void load(A& ar) {
     ar >> code;
     load_string(ar, text);
     ar >> incarnation;
+    load_string(ar, trace);
     if (code < 0 || code > static_cast<std::int32_t>(ErrorCode::out_of_range))
       throw DataLoss("reply has an unknown status code");
   }
@@ -69,15 +74,59 @@ struct RunGraph {
   std::string handle;
   std::uint64_t step_id = 0;
   std::uint64_t incarnation = 0;  // of the task the master believes it talks to
+  bool trace = false;             // record the step's statistics and return them in the reply
   template <class A>
   void save(A& ar) const {
     save_string(ar, handle);
-    ar << step_id << incarnation;
+    ar << step_id << incarnation << trace;
   }
   template <class A>
   void load(A& ar) {
     load_string(ar, handle);
-    ar >> step_id >> incarnation;
+    ar >> step_id >> incarnation >> trace;
+  }
+};
+
+// What a traced run_graph returns (in Reply::trace): the task's statistics on its own clock,
+// and when (on that clock) the request arrived and the reply left, for the master's estimate
+// of the clock offset.
+struct RunGraphTrace {
+  TaskStepStats stats;
+  std::int64_t request_received_ns = 0;
+  std::int64_t reply_sent_ns = 0;
+  template <class A>
+  void save(A& ar) const {
+    save_string(ar, stats.task);
+    save_string(ar, stats.device);
+    ar << request_received_ns << reply_sent_ns;
+    save_sequence(ar, stats.nodes, [](A& a, const NodeExecStats& n) {
+      save_string(a, n.node_name);
+      save_string(a, n.op);
+      a << n.thread_id << n.async << n.start_ns << n.end_ns;
+    });
+    auto save_end = [](A& a, const TransferEnd& e) {
+      save_string(a, e.key);
+      a << e.bytes << e.time_ns;
+    };
+    save_sequence(ar, stats.sends, save_end);
+    save_sequence(ar, stats.recvs, save_end);
+  }
+  template <class A>
+  void load(A& ar) {
+    load_string(ar, stats.task);
+    load_string(ar, stats.device);
+    ar >> request_received_ns >> reply_sent_ns;
+    load_sequence(ar, stats.nodes, [](A& a, NodeExecStats& n) {
+      load_string(a, n.node_name);
+      load_string(a, n.op);
+      a >> n.thread_id >> n.async >> n.start_ns >> n.end_ns;
+    });
+    auto load_end = [](A& a, TransferEnd& e) {
+      load_string(a, e.key);
+      a >> e.bytes >> e.time_ns;
+    };
+    load_sequence(ar, stats.sends, load_end);
+    load_sequence(ar, stats.recvs, load_end);
   }
 };
 
@@ -148,6 +197,8 @@ template <>
 inline constexpr bool sent_every_step<TensorMessage> = true;
 template <>
 inline constexpr bool sent_every_step<AbortStep> = true;
+template <>
+inline constexpr bool sent_every_step<RunGraphTrace> = true;
 
 template <class Message>
 Frame make_frame(MessageType type, const Message& message, std::vector<Tensor> tensors = {}) {

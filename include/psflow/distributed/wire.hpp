@@ -32,7 +32,7 @@ static_assert(std::endian::native == std::endian::little,
               "psflow's wire format assumes a little-endian host");
 
 inline constexpr std::uint32_t kMagic = 0x57465350;  // "PSFW"
-inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::uint16_t kVersion = 2;
 inline constexpr std::size_t kHeaderBytes = 40;
 
 enum class MessageType : std::uint16_t {

@@ -88,12 +88,13 @@ class WorkerService {
                                           const std::vector<std::string>& fetch_tensors);
   void deregister_graph(const std::string& handle);
 
-  // Runs partition `handle` for step `step_id`; `done` gets the partition's status.
-  void run_graph(const std::string& handle, std::uint64_t step_id,
-                 std::function<void(Status)> done);
-  // Runs `executor` (made by make_executor) for step `step_id`.
+  // Runs partition `handle` for step `step_id`; `done` gets the partition's status. With
+  // `stats`, the step is traced into it (it must stay alive until `done`).
+  void run_graph(const std::string& handle, std::uint64_t step_id, std::function<void(Status)> done,
+                 StepStatsCollector* stats = nullptr);
+  // Runs `executor` (made by make_executor) for step `step_id`, traced into `stats` if given.
   void run(std::shared_ptr<const Executor> executor, std::uint64_t step_id,
-           std::vector<Tensor> feeds, RunDone done);
+           std::vector<Tensor> feeds, RunDone done, StepStatsCollector* stats = nullptr);
 
   // A tensor from another task for step `step_id`.
   void deliver(std::uint64_t step_id, const std::string& key, Tensor value);
@@ -219,7 +220,7 @@ inline void WorkerService::deregister_graph(const std::string& handle) {
 }
 
 inline void WorkerService::run_graph(const std::string& handle, std::uint64_t step_id,
-                                     std::function<void(Status)> done) {
+                                     std::function<void(Status)> done, StepStatsCollector* stats) {
   std::shared_ptr<Registered> entry;
   {
     std::lock_guard lock(mutex_);
@@ -231,12 +232,14 @@ inline void WorkerService::run_graph(const std::string& handle, std::uint64_t st
                                         " (the task restarted?): re-create the session"));
     return;
   }
-  run(entry->executor, step_id, {},
-      [entry, done = std::move(done)](Status s, std::vector<Tensor>) { done(std::move(s)); });
+  run(
+      entry->executor, step_id, {},
+      [entry, done = std::move(done)](Status s, std::vector<Tensor>) { done(std::move(s)); },
+      stats);
 }
 
 inline void WorkerService::run(std::shared_ptr<const Executor> executor, std::uint64_t step_id,
-                               std::vector<Tensor> feeds, RunDone done) {
+                               std::vector<Tensor> feeds, RunDone done, StepStatsCollector* stats) {
   auto rendezvous = step_rendezvous(step_id, /*starting=*/true);
   if (!rendezvous) {
     done(Status(ErrorCode::aborted,
@@ -248,6 +251,7 @@ inline void WorkerService::run(std::shared_ptr<const Executor> executor, std::ui
   step->step_id = step_id;
   step->rendezvous = rendezvous.get();
   step->cancellation = &rendezvous->cancellation();
+  step->stats = stats;
   running_.fetch_add(1);
   executor->run_async(*step, std::move(feeds), pool_,
                       [this, executor, step, rendezvous, step_id, done = std::move(done)](

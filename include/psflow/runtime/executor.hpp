@@ -8,6 +8,8 @@
 // expensive nodes become ready at once all but one go to the thread pool. The first kernel
 // error aborts the step (no further nodes start, the rendezvous is aborted so no Recv waits)
 // and is reported once every running node has finished, so no error can deadlock a step.
+// When the step has a StepContext::stats collector, each op's start, end and thread go there
+// (a traced step); otherwise the only cost is one pointer test per op.
 //
 // Thread-safe: several steps may run at once on one executor.
 #pragma once
@@ -27,6 +29,7 @@
 #include "psflow/runtime/cancellation.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/rendezvous.hpp"
+#include "psflow/runtime/step_stats.hpp"
 #include "psflow/runtime/thread_pool.hpp"
 
 namespace psflow {
@@ -93,6 +96,8 @@ class Executor {
   void process(StepState* s, std::vector<int> ready) const;
   void finish_node(StepState* s, int id, std::vector<int>& ready) const;
   void complete_step(StepState* s) const;
+  static void record(StepStatsCollector& stats, const PlanNode& p, std::uint32_t thread,
+                     std::int64_t start_ns);
 
   Params params_;
   std::vector<PlanNode> plan_;
@@ -257,16 +262,21 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
         call->inputs.assign(inputs, inputs + p.inputs.size());
         call->ctx = std::make_unique<OpKernelContext>(*p.node, *p.device, *s->step,
                                                       call->inputs.data(), outputs);
+        StepStatsCollector* const stats = s->step->stats;
+        const std::uint32_t thread = stats ? trace_thread_id() : 0;
+        const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
         try {
-          p.async_kernel->compute_async(*call->ctx, [this, s, id, call](Status status) {
-            const PlanNode& node = plan_[static_cast<std::size_t>(id)];
-            if (!status.ok())
-              s->record_error(status.with_context(node.node->type + " '" + node.node->name +
-                                                  "' on " + node.device->name()));
-            std::vector<int> next;
-            finish_node(s, id, next);
-            process(s, std::move(next));
-          });
+          p.async_kernel->compute_async(
+              *call->ctx, [this, s, id, call, stats, thread, start_ns](Status status) {
+                const PlanNode& node = plan_[static_cast<std::size_t>(id)];
+                if (stats) record(*stats, node, thread, start_ns);
+                if (!status.ok())
+                  s->record_error(status.with_context(node.node->type + " '" + node.node->name +
+                                                      "' on " + node.device->name()));
+                std::vector<int> next;
+                finish_node(s, id, next);
+                process(s, std::move(next));
+              });
         } catch (...) {
           s->record_error(Status::from_current_exception().with_context(
               p.node->type + " '" + p.node->name + "' on " + p.device->name()));
@@ -275,6 +285,8 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
         continue;
       }
 
+      StepStatsCollector* const stats = s->step->stats;
+      const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
       try {
         OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs);
         p.kernel->compute(ctx);
@@ -282,6 +294,7 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
         s->record_error(Status::from_current_exception().with_context(
             p.node->type + " '" + p.node->name + "' on " + p.device->name()));
       }
+      if (stats) record(*stats, p, trace_thread_id(), start_ns);
     }
     finish_node(s, id, ready);
   }
@@ -310,6 +323,12 @@ inline void Executor::finish_node(StepState* s, int id, std::vector<int>& ready)
     }
   }
   if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) complete_step(s);
+}
+
+inline void Executor::record(StepStatsCollector& stats, const PlanNode& p, std::uint32_t thread,
+                             std::int64_t start_ns) {
+  stats.record_node(NodeExecStats{p.node->name, p.node->type, thread, p.async_kernel != nullptr,
+                                  start_ns, trace_clock_ns()});
 }
 
 inline void Executor::complete_step(StepState* s) const {

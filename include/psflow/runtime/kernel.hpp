@@ -24,6 +24,7 @@ namespace psflow {
 
 class Rendezvous;
 class CancellationManager;
+class StepStatsCollector;
 
 // What one step shares across all its kernels.
 struct StepContext {
@@ -31,6 +32,7 @@ struct StepContext {
   Rendezvous* rendezvous = nullptr;             // set when the step exchanges tensors (Send/Recv)
   CancellationManager* cancellation = nullptr;  // tells waiting kernels the step failed
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  StepStatsCollector* stats = nullptr;  // set when the run is traced (runtime/step_stats.hpp)
 };
 
 // A value flowing on an edge: a tensor, or a reference to a variable (VariableV2's output).

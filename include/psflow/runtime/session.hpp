@@ -40,6 +40,13 @@ class Session {
   std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds = {},
                           const std::vector<Operation>& targets = {});
   void run(const Operation& target, const FeedMap& feeds = {});
+  // TF's Run(RunOptions, ..., RunMetadata*): with options.trace, `metadata` (required then)
+  // receives the step's per-op and per-transfer times on every task involved, on this
+  // process's clock (runtime/step_stats.hpp; observe/chrome_trace.hpp renders it). Untraced
+  // runs cost what the other overloads cost.
+  std::vector<Tensor> run(const RunOptions& options, const std::vector<Output>& fetches,
+                          const FeedMap& feeds, const std::vector<Operation>& targets,
+                          RunMetadata* metadata);
 
   // Later runs throw FailedPrecondition.
   void close();
@@ -94,6 +101,16 @@ inline std::vector<Tensor> Session::run(const std::vector<Output>& fetches, cons
 
 inline void Session::run(const Operation& target, const FeedMap& feeds) {
   impl().run({}, feeds, {target});
+}
+
+inline std::vector<Tensor> Session::run(const RunOptions& options,
+                                        const std::vector<Output>& fetches, const FeedMap& feeds,
+                                        const std::vector<Operation>& targets,
+                                        RunMetadata* metadata) {
+  if (options.trace && !metadata)
+    throw InvalidArgument(
+        "Session::run: RunOptions.trace is set but no RunMetadata was given to fill: pass one");
+  return impl().run(fetches, feeds, targets, options, metadata);
 }
 
 inline void Session::close() {

@@ -18,6 +18,7 @@
 
 #include "psflow/graph/graph.hpp"
 #include "psflow/runtime/partition.hpp"
+#include "psflow/runtime/step_stats.hpp"
 
 namespace psflow {
 
@@ -37,6 +38,13 @@ class SessionImpl {
   virtual ~SessionImpl() = default;
   virtual std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds,
                                   const std::vector<Operation>& targets) = 0;
+  // A run with options: with options.trace, `metadata` (never null then) receives the step's
+  // statistics of every task. The default ignores the options.
+  virtual std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds,
+                                  const std::vector<Operation>& targets, const RunOptions&,
+                                  RunMetadata*) {
+    return run(fetches, feeds, targets);
+  }
   virtual void close() {}
   // Where each op of this run would execute and which tensors would cross devices (the
   // distributed session's answer; an in-process session has nothing to say).

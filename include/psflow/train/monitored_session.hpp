@@ -83,11 +83,19 @@ class MonitoredTrainingSession {
   // empty. Other errors propagate.
   std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds = {},
                           const std::vector<Operation>& targets = {}) {
+    return run(RunOptions{}, fetches, feeds, targets, nullptr);
+  }
+  void run(const Operation& target, const FeedMap& feeds = {}) { run({}, feeds, {target}); }
+  // The same with RunOptions (e.g. trace = true: `metadata` then receives the step's
+  // statistics of every task, see runtime/step_stats.hpp). Hooks run as for any run.
+  std::vector<Tensor> run(const RunOptions& options, const std::vector<Output>& fetches,
+                          const FeedMap& feeds, const std::vector<Operation>& targets,
+                          RunMetadata* metadata) {
     if (closed_) throw FailedPrecondition("this MonitoredTrainingSession is closed");
     const auto started = std::chrono::steady_clock::now();
     for (;;) {
       try {
-        return run_once(fetches, feeds, targets);
+        return run_once(options, fetches, feeds, targets, metadata);
       } catch (const OutOfRange& e) {
         // An input ran out (e.g. synchronous training ended and its token queue closed): the
         // normal end of the loop, as TF's MonitoredSession treats OutOfRangeError.
@@ -103,7 +111,6 @@ class MonitoredTrainingSession {
       }
     }
   }
-  void run(const Operation& target, const FeedMap& feeds = {}) { run({}, feeds, {target}); }
 
   // Ends the hooks (a final checkpoint on the chief) and closes the session.
   void close() {
@@ -130,8 +137,9 @@ class MonitoredTrainingSession {
              ": " + line);
   }
 
-  std::vector<Tensor> run_once(const std::vector<Output>& fetches, const FeedMap& feeds,
-                               const std::vector<Operation>& targets) {
+  std::vector<Tensor> run_once(const RunOptions& options, const std::vector<Output>& fetches,
+                               const FeedMap& feeds, const std::vector<Operation>& targets,
+                               RunMetadata* metadata) {
     SessionRunContext context(*session_, fetches);
     std::vector<SessionRunArgs> extra;
     std::vector<Output> all = fetches;
@@ -139,7 +147,7 @@ class MonitoredTrainingSession {
       extra.push_back(hook->before_run(context));
       all.insert(all.end(), extra.back().fetches.begin(), extra.back().fetches.end());
     }
-    std::vector<Tensor> results = session_->run(all, feeds, targets);
+    std::vector<Tensor> results = session_->run(options, all, feeds, targets, metadata);
     std::size_t offset = fetches.size();
     for (std::size_t i = 0; i < hooks_.size(); ++i) {
       SessionRunValues values;

@@ -1,6 +1,7 @@
 // Kernels of _Send / _Recv / _Feed (graph/sendrecv_ops.hpp). Both ends compute the same
 // rendezvous key from their attributes; Send hands the value to the step's rendezvous (never
-// blocking) and Recv waits for it asynchronously, so a waiting Recv holds no thread.
+// blocking) and Recv waits for it asynchronously, so a waiting Recv holds no thread. In a traced
+// step Send records when the tensor left and Recv when it arrived (runtime/step_stats.hpp).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include "psflow/graph/sendrecv_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/rendezvous.hpp"
+#include "psflow/runtime/step_stats.hpp"
 
 namespace psflow {
 
@@ -28,7 +30,10 @@ class SendKernel : public OpKernel {
     Rendezvous* rendezvous = ctx.step().rendezvous;
     if (!rendezvous)
       throw Internal("_Send '" + ctx.name() + "' runs in a step without a rendezvous");
-    rendezvous->send(key_, ctx.input(0)).raise_if_error();
+    const Tensor& value = ctx.input(0);
+    if (StepStatsCollector* stats = ctx.step().stats)
+      stats->record_send(key_, value.nbytes(), trace_clock_ns());
+    rendezvous->send(key_, value).raise_if_error();
   }
   bool is_expensive() const override { return false; }
 
@@ -46,11 +51,13 @@ class RecvKernel : public AsyncOpKernel {
                   "_Recv '" + ctx.name() + "' runs in a step without a rendezvous"));
       return;
     }
-    rendezvous->recv_async(key_,
-                           [&ctx, done = std::move(done)](const Status& status, Tensor value) {
-                             if (status.ok()) ctx.set_output(0, std::move(value));
-                             done(status);
-                           });
+    rendezvous->recv_async(
+        key_, [this, &ctx, done = std::move(done)](const Status& status, Tensor value) {
+          if (StepStatsCollector* stats = ctx.step().stats; stats && status.ok())
+            stats->record_recv(key_, value.nbytes(), trace_clock_ns());
+          if (status.ok()) ctx.set_output(0, std::move(value));
+          done(status);
+        });
   }
 
  private:
