@@ -200,7 +200,7 @@ TEST_CASE("round robin over three ps tasks, only ps ops advance the counter") {
   auto setter = g.device(train::replica_device_setter({.cluster = cluster}));
   std::vector<std::string> devices;
   for (int i = 0; i < 7; ++i) {
-    Variable v = var(g, "v" + std::to_string(i));
+    Variable v = var(g, std::string("v").append(std::to_string(i)));  // GCC 12 -O3 -Wrestrict
     ops::constant(g, Tensor(1.0f));  // not a ps op: no task consumed
     devices.push_back(v.device());
   }

@@ -111,7 +111,7 @@ inline void check_gradients(const Builder& build, const std::vector<Arg>& args) 
   for (std::size_t i = 0; i < args.size(); ++i) {
     xs.push_back(ops::placeholder(
         g, DType::float64, args[i].placeholder_shape.value_or(dims_of(shape_of(args[i].value))),
-        "x" + std::to_string(i)));
+        std::string("x").append(std::to_string(i))));  // not "x" + ...: GCC 12 -O3 -Wrestrict
     values.emplace_back(args[i].value);
   }
   const Output y = build(g, xs);

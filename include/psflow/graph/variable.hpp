@@ -100,8 +100,11 @@ struct SaveSliceInfo {
   std::string spec() const {
     std::string out;
     for (std::size_t d : full_shape) out += std::to_string(d) + " ";
-    for (std::size_t i = 0; i < var_shape.size(); ++i)
-      out += (i ? ":" : "") + std::to_string(var_offset[i]) + "," + std::to_string(var_shape[i]);
+    for (std::size_t i = 0; i < var_shape.size(); ++i) {
+      // Appended piece by piece: GCC 12 at -O3 flags ":" + std::string with a false -Wrestrict.
+      if (i) out += ':';
+      out.append(std::to_string(var_offset[i])).append(",").append(std::to_string(var_shape[i]));
+    }
     return out;
   }
 };
