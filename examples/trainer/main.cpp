@@ -65,6 +65,9 @@
 //   --connect_timeout_s (30)       how long to wait for a task that is not up yet
 //   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
 //   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
+//   --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes, in
+//                                  words (stderr) or as trainer_graph.dot/.svg
+//                                  (common/explain_flag.hpp)
 //
 // The end of training, and why no worker trips over a stopped ps
 // ----------------------------------------------------------------
@@ -114,6 +117,7 @@
 
 #include "common/cluster_task.hpp"
 #include "common/dense_layer.hpp"
+#include "common/explain_flag.hpp"
 #include "fashion_mnist.hpp"
 
 namespace {
@@ -149,11 +153,13 @@ struct TrainerFlags {
   std::uint64_t seed = 1;
   std::int64_t log_every_steps = 500;
   std::size_t eval_batch_size = 1000;
+  explain_flag::ExplainFlag explain;  // --explain[=words|dot], --explain_dir
 };
 
 // ---- flags -----------------------------------------------------------------------------------
 
 bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& value) {
+  if (flags.explain.take(name, value)) return true;
   if (name == "model")
     flags.model = value;
   else if (name == "keep_prob")
@@ -195,10 +201,11 @@ bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& v
 
 TrainerFlags parse_flags(int argc, char** argv) {
   TrainerFlags flags;
-  flags.cluster = cluster_task::parse_task_flags(
-      argc, argv, {"sync_replicas"}, [&](const std::string& name, const std::string& value) {
-        return set_flag(flags, name, value);
-      });
+  flags.cluster =
+      cluster_task::parse_task_flags(argc, argv, {"sync_replicas", "explain"},
+                                     [&](const std::string& name, const std::string& value) {
+                                       return set_flag(flags, name, value);
+                                     });
   if (flags.model != "mlp" && flags.model != "cnn")
     throw psflow::InvalidArgument("--model='" + flags.model + "': choose mlp or cnn");
   if (flags.train_steps == 0) flags.train_steps = flags.model == "cnn" ? kCnnTrainSteps : 12000;
@@ -455,6 +462,10 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         double loss = 0, accuracy = 0, learning_rate = 0;
         while (!mon_sess->should_stop()) {
           fashion_mnist::Batch batch = batches.next();
+          if (chief && local_steps == 0)  // --explain: the training step, across the processes
+            flags.explain.run(mon_sess->raw_session(), "trainer",
+                              {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
+                              m.feeds(batch, flags.keep_prob), {m.train_op}, std::cerr);
           auto values = mon_sess->run({m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
                                       m.feeds(batch, flags.keep_prob), {m.train_op});
           loss = values[0].scalar<float>();

@@ -36,4 +36,6 @@
 #include "psflow/train/sync_replicas_optimizer.hpp"
 
 // observe
+#include "psflow/observe/dot_files.hpp"
 #include "psflow/observe/explain.hpp"
+#include "psflow/observe/graph_dot.hpp"
