@@ -207,7 +207,7 @@ inline std::string dot_quote(std::string_view s) {
 inline std::string graph_dot(const Graph& graph, const PartitionPlan& plan) {
   std::ostringstream out;
   out << "digraph psflow {\n"
-         "  graph [fontname=\"Helvetica\", fontsize=12, labelloc=t, "
+         "  graph [rankdir=LR, fontname=\"Helvetica\", fontsize=12, labelloc=t, "
          "label="
       << dot_quote("psflow: where one step runs, and what crosses processes") << "];\n"
       << "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
