@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -222,6 +224,22 @@ TEST_CASE("a picture Graphviz rejects is reported, not thrown, and a bad name is
   CHECK_THROWS_AS(observe::write_dot_files("digraph {}", dir.path(), ""), InvalidArgument);
   CHECK_THROWS_AS(observe::write_dot_files("digraph {}", dir.file("broken.dot"), "x"),
                   FailedPrecondition);
+}
+
+TEST_CASE("a dot that hangs is stopped after the timeout, and the picture reported missing") {
+  TempDir dir("graph_dot_hang");
+  psflow::testing::write_file(dir / "dot", "#!/bin/sh\nexec /bin/sleep 30\n");
+  std::filesystem::permissions(dir / "dot", std::filesystem::perms::owner_all);
+  const char* old_path = std::getenv("PATH");
+  const std::string saved = old_path ? old_path : "";
+  ::setenv("PATH", dir.path().c_str(), 1);
+  const auto started = std::chrono::steady_clock::now();
+  const auto files = observe::write_dot_files("digraph {}", dir / "out", "slow", 300ms);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ::setenv("PATH", saved.c_str(), 1);
+  CHECK(took < 10s);
+  CHECK(files.svg_path.empty());
+  CHECK_THAT(files.svg_problem, Catch::Contains("took longer than 300 ms"));
 }
 
 TEST_CASE("an in-process run is one cluster with no transfers") {
