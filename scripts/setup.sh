@@ -12,6 +12,7 @@ packages=(
   catch2 libbenchmark-dev
   dataset-fashion-mnist python3-numpy
   clang-format git                                 # the style check: clang-format 14, tracked files
+  graphviz                                         # --explain=dot renders its pictures (dot -Tsvg)
 )
 
 missing=()

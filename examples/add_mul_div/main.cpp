@@ -1,7 +1,7 @@
 // The seed program (TF1's add/mul/div ps + worker example) written with psflow.
 //
 //   add_mul_div --job_name=ps                       # holds the variables w and b
-//   add_mul_div --job_name=worker [--explain]       # computes w+b, w*b, w/b five times
+//   add_mul_div --job_name=worker [--explain[=dot]] # computes w+b, w*b, w/b five times
 //
 // As in the seed, replica_device_setter puts the variables on the ps, the arithmetic on the
 // worker, and a Supervisor restores the latest checkpoint in --logdir or initializes and saves.
@@ -10,23 +10,25 @@
 //
 // Flags: --ps_hosts (127.0.0.1:2223) --worker_hosts (127.0.0.1:1234) --job_name --task_index
 //        --logdir (./simple_log) --explain --interval_ms (1000) --connect_timeout_s (30)
+//        --explain=dot --explain_dir (.)   the worker writes add_mul_div_graph.dot (and .svg)
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
-#include <psflow/observe/explain.hpp>
 #include <psflow/psflow.hpp>
 #include <psflow/train/supervisor.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/explain_flag.hpp"
+
 namespace {
 
 struct DemoFlags {
   psflow::TaskFlags task;
   bool distributed = false;
-  bool explain = false;
+  explain_flag::ExplainFlag explain;  // --explain[=words|dot], --explain_dir
   int interval_ms = 1000;
   double connect_timeout_s = 30;
   std::string logdir = "./simple_log";
@@ -60,7 +62,9 @@ DemoFlags parse_flags(int argc, char** argv) {
     const std::string& arg = flags.task.remaining_args[i];
     std::string value;
     if (arg == "--explain")
-      flags.explain = true;
+      flags.explain.take("explain", "true");
+    else if (take_flag(arg, "explain", value) || take_flag(arg, "explain_dir", value))
+      flags.explain.take(arg.substr(2, arg.find('=') - 2), value);
     else if (take_flag(arg, "logdir", value))
       flags.logdir = value;
     else if (take_flag(arg, "interval_ms", value))
@@ -110,8 +114,7 @@ int run_worker(const DemoFlags& flags, psflow::Server* server) {
   supervision.logdir = flags.logdir;
   psflow::train::Supervisor sv(graph, supervision);
   psflow::Session& sess = sv.managed_session(server ? server->target() : "");
-  if (flags.explain)
-    std::cout << psflow::observe::explain(sess, {addwb, mutwb, divwb}) << std::flush;
+  flags.explain.run(sess, "add_mul_div", {addwb, mutwb, divwb}, {}, {}, std::cout);
   for (int count = 1;; ++count) {
     std::cout << count << "th compute result is :\n";
     std::cout << python_list_repr(sess.run({addwb, mutwb, divwb})) << "\n";
@@ -133,7 +136,7 @@ int main(int argc, char** argv) {
     psflow::ServerOptions options;
     options.connect_timeout =
         std::chrono::milliseconds(static_cast<long>(flags.connect_timeout_s * 1000));
-    options.explain = flags.explain;
+    options.explain = flags.explain.mode == explain_flag::ExplainFlag::Mode::words;
     psflow::Server server(flags.task.cluster, flags.task.job_name, flags.task.task_index, options);
     if (flags.task.job_name == "ps") {
       server.join();  // until a worker says the work is done

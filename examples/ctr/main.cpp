@@ -47,6 +47,8 @@
 //   --seed (1)                 the click log's seed (its true model), and the deep init
 //   --log_every_steps (500)
 //   --progress (auto) --progress_every_s (30)   the progress line, as examples/trainer's
+//   --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes,
+//                              in words (stderr) or as ctr_graph.dot/.svg (common/explain_flag.hpp)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -58,6 +60,7 @@
 
 #include "common/cluster_task.hpp"
 #include "common/dense_layer.hpp"
+#include "common/explain_flag.hpp"
 #include "ctr/click_log.hpp"
 #include "ctr/metrics.hpp"
 #include "ctr/sparse_fashion_mnist.hpp"
@@ -90,9 +93,11 @@ struct CtrFlags {
   std::string checkpoint_dir;
   std::uint64_t seed = 1;
   std::int64_t log_every_steps = 500;
+  explain_flag::ExplainFlag explain;  // --explain[=words|dot], --explain_dir
 };
 
 bool set_flag(CtrFlags& f, const std::string& name, const std::string& value) {
+  if (f.explain.take(name, value)) return true;
   if (name == "data") {
     if (value != "clicks" && value != "fashion_mnist")
       throw psflow::InvalidArgument("--data='" + value + "': choose clicks or fashion_mnist");
@@ -325,6 +330,9 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
             feeds = image_feeds(
                 m, ctr::sparse_image_batch(train_images, k * flags.batch_size, flags.batch_size));
           }
+          if (chief && j == 0)  // --explain: the training step, across the processes
+            flags.explain.run(sess->raw_session(), "ctr", {m.loss, m.global_step.value()}, feeds,
+                              {m.train_op}, std::cerr);
           auto values = sess->run({m.loss, m.global_step.value()}, feeds, {m.train_op});
           step = values[1].scalar<std::int64_t>() + 1;
           if (progress) progress->update(step, values[0].scalar<float>());
@@ -358,7 +366,7 @@ int main(int argc, char** argv) {
   return cluster_task::run_task(
       [&] {
         return cluster_task::parse_task_flags(
-            argc, argv, {},
+            argc, argv, {"explain"},
             [&](const auto& name, const auto& value) { return set_flag(flags, name, value); });
       },
       [&](const cluster_task::TaskOptions& task, psflow::Server* server) {

@@ -74,6 +74,9 @@
 //                                  --progress_every_s (chief only); live | plain: that mode on
 //                                  every worker; false: none
 //   --progress_every_s (30)        plain progress lines' interval
+//   --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes, in
+//                                  words (stderr) or as trainer_graph.dot/.svg
+//                                  (common/explain_flag.hpp)
 //
 // The end of training, and why no worker trips over a stopped ps
 // ----------------------------------------------------------------
@@ -123,6 +126,7 @@
 
 #include "common/cluster_task.hpp"
 #include "common/dense_layer.hpp"
+#include "common/explain_flag.hpp"
 #include "fashion_mnist.hpp"
 #include "step_trace.hpp"
 
@@ -162,11 +166,13 @@ struct TrainerFlags {
   // --trace_steps and the directory the traces go to (--summary_dir).
   step_trace::StepTracer tracer;
   std::string summary_dir;
+  explain_flag::ExplainFlag explain;  // --explain[=words|dot], --explain_dir
 };
 
 // ---- flags -----------------------------------------------------------------------------------
 
 bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& value) {
+  if (flags.explain.take(name, value)) return true;
   if (name == "model")
     flags.model = value;
   else if (name == "keep_prob")
@@ -212,10 +218,11 @@ bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& v
 
 TrainerFlags parse_flags(int argc, char** argv) {
   TrainerFlags flags;
-  flags.cluster = cluster_task::parse_task_flags(
-      argc, argv, {"sync_replicas"}, [&](const std::string& name, const std::string& value) {
-        return set_flag(flags, name, value);
-      });
+  flags.cluster =
+      cluster_task::parse_task_flags(argc, argv, {"sync_replicas", "explain"},
+                                     [&](const std::string& name, const std::string& value) {
+                                       return set_flag(flags, name, value);
+                                     });
   if (flags.model != "mlp" && flags.model != "cnn")
     throw psflow::InvalidArgument("--model='" + flags.model + "': choose mlp or cnn");
   if (flags.train_steps == 0) flags.train_steps = flags.model == "cnn" ? kCnnTrainSteps : 12000;
@@ -477,6 +484,10 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         tracer.set_directory(flags.summary_dir);
         while (!mon_sess->should_stop()) {
           fashion_mnist::Batch batch = batches.next();
+          if (chief && local_steps == 0)  // --explain: the training step, across the processes
+            flags.explain.run(mon_sess->raw_session(), "trainer",
+                              {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
+                              m.feeds(batch, flags.keep_prob), {m.train_op}, std::cerr);
           auto values =
               mon_sess->run(tracer.options(chief, step),
                             {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},

@@ -37,5 +37,7 @@
 
 // observe
 #include "psflow/observe/chrome_trace.hpp"
+#include "psflow/observe/dot_files.hpp"
 #include "psflow/observe/explain.hpp"
+#include "psflow/observe/graph_dot.hpp"
 #include "psflow/observe/progress.hpp"
