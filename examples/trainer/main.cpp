@@ -65,6 +65,10 @@
 //   --connect_timeout_s (30)       how long to wait for a task that is not up yet
 //   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
 //   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
+//   --summary_dir ("")             chief: write TensorBoard event files there (scalars loss,
+//                                  accuracy, learning_rate, global_step/sec and the graph);
+//                                  "" for none. Open with `tensorboard --logdir DIR`.
+//   --save_summaries_steps (100)   with --summary_dir: write the scalars every that many steps
 //
 // The end of training, and why no worker trips over a stopped ps
 // ----------------------------------------------------------------
@@ -149,6 +153,9 @@ struct TrainerFlags {
   std::uint64_t seed = 1;
   std::int64_t log_every_steps = 500;
   std::size_t eval_batch_size = 1000;
+  // TensorBoard event files (--summary_dir, --save_summaries_steps).
+  std::string summary_dir;
+  std::int64_t save_summaries_steps = 100;
 };
 
 // ---- flags -----------------------------------------------------------------------------------
@@ -188,6 +195,10 @@ bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& v
     flags.log_every_steps = parse_number<std::int64_t>(name, value, 1);
   else if (name == "eval_batch_size")
     flags.eval_batch_size = parse_number<std::size_t>(name, value, 1);
+  else if (name == "summary_dir")
+    flags.summary_dir = value;
+  else if (name == "save_summaries_steps")
+    flags.save_summaries_steps = parse_number<std::int64_t>(name, value, 1);
   else
     return false;
   return true;
@@ -413,6 +424,13 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
 
   psflow::Graph graph;
   Model m = build_model(graph, flags);
+  // TensorBoard: the chief's MonitoredTrainingSession writes these scalars every
+  // --save_summaries_steps global steps into --summary_dir, with global_step/sec and the graph.
+  if (!flags.summary_dir.empty()) {
+    psflow::summary::scalar("loss", m.loss);
+    psflow::summary::scalar("accuracy", m.accuracy);
+    psflow::summary::scalar("learning_rate", m.learning_rate);
+  }
   if (chief) {
     print_placement(graph, flags);
     std::string schedule = format("%s model, %s, learning rate %g", flags.model.c_str(),
@@ -438,6 +456,10 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         if (flags.save_checkpoint_steps > 0)
           options.save_checkpoint_steps = flags.save_checkpoint_steps;
         options.log_step_count_steps = 0;  // we log global steps/sec with the loss
+        // TensorBoard event files ("": none, even with --checkpoint_dir).
+        options.summary_dir = flags.summary_dir;
+        options.save_summaries_steps = flags.save_summaries_steps;
+        if (!flags.summary_dir.empty()) options.log_step_count_steps = flags.save_summaries_steps;
         options.recovery_deadline_secs = flags.cluster.recovery_deadline_s;
         auto mon_sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
 

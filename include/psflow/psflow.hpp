@@ -37,3 +37,6 @@
 
 // observe
 #include "psflow/observe/explain.hpp"
+// TensorBoard event files: summary::FileWriter, summary::scalar, summary::merge_all
+#include "psflow/observe/event_file_writer.hpp"
+#include "psflow/observe/summary.hpp"
