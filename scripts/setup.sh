@@ -12,6 +12,7 @@ packages=(
   catch2 libbenchmark-dev
   dataset-fashion-mnist python3-numpy
   clang-format git                                 # the style check: clang-format 14, tracked files
+  protobuf-compiler python3-protobuf               # tests/tools/read_events.py: event files
 )
 
 missing=()
