@@ -57,23 +57,6 @@ inline std::string serialize_graph_def(const Graph& graph, const DevicePlacement
 
 namespace detail {
 
-// TF's DataType enum value of `dtype`.
-constexpr std::int64_t tf_data_type(DType dtype) {
-  switch (dtype) {
-    case DType::float32:
-      return 1;
-    case DType::float64:
-      return 2;
-    case DType::int32:
-      return 3;
-    case DType::int64:
-      return 9;
-    case DType::boolean:
-      return 10;
-  }
-  return 0;
-}
-
 inline ProtoWriter tensor_shape_proto(const PartialShape& shape) {
   ProtoWriter proto;
   if (!shape.known) return proto.boolean(3, true);
@@ -83,7 +66,7 @@ inline ProtoWriter tensor_shape_proto(const PartialShape& shape) {
 
 inline ProtoWriter tensor_proto(const Tensor& tensor) {
   ProtoWriter proto;
-  proto.varint(1, static_cast<std::uint64_t>(tf_data_type(tensor.dtype())));
+  proto.varint(1, static_cast<std::uint64_t>(psflow::tf_data_type(tensor.dtype())));
   proto.message(2, tensor_shape_proto(PartialShape::of_shape(tensor.shape())));
   if (tensor.nbytes() <= kMaxTensorContentBytes && tensor.raw_data())
     proto.bytes(4, std::string_view(static_cast<const char*>(tensor.raw_data()), tensor.nbytes()));
@@ -104,7 +87,7 @@ inline ProtoWriter attr_value_proto(const AttrValue& value) {
         else if constexpr (std::is_same_v<V, std::string>)
           proto.bytes(2, v);
         else if constexpr (std::is_same_v<V, DType>)
-          proto.varint(6, static_cast<std::uint64_t>(tf_data_type(v)));
+          proto.varint(6, static_cast<std::uint64_t>(psflow::tf_data_type(v)));
         else if constexpr (std::is_same_v<V, std::vector<std::int64_t>>)
           proto.message(1, ProtoWriter().packed_varints(3, v));
         else

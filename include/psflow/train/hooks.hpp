@@ -221,8 +221,9 @@ class CheckpointSaverHook : public SessionRunHook {
 // ones given) to an event file in output_dir, fetched with the training step of the first run
 // and then every save_steps global steps or save_secs seconds (give exactly one), at the global
 // step read after that run. Writes the graph (requested devices) once, when the first session
-// is created, and flushes at the end. Shares the directory's writer (summary::FileWriterCache)
-// with StepCounterHook.
+// is created (TF1 has CheckpointSaverHook write it into the same directory; here it comes with
+// the summaries, so a summary_dir without checkpoints has it too), and flushes at the end.
+// Shares the directory's writer (summary::FileWriterCache) with StepCounterHook.
 class SummarySaverHook : public SessionRunHook {
  public:
   SummarySaverHook(std::string output_dir, std::optional<std::int64_t> save_steps,

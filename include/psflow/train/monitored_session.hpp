@@ -32,6 +32,11 @@ struct MonitoredTrainingSessionOptions {
   std::optional<std::int64_t> save_checkpoint_steps;  // chief with checkpoint_dir
   std::size_t max_checkpoints_to_keep = 5;
   std::int64_t log_step_count_steps = 100;  // chief: logs global_step/sec (0: never)
+  double recovery_wait_secs = 1;            // non-chief poll interval (TF: 30 s)
+  double ready_deadline_secs = 300;         // non-chief: give up waiting for the chief
+  double recovery_deadline_secs = 300;      // give up re-creating the session after failures
+  Operation init_op;                        // empty: global_variables_initializer(graph)
+  SessionOptions session_options;
   // Chief: where SummarySaverHook and StepCounterHook write TensorBoard event files. As TF:
   // nullopt means checkpoint_dir; "" writes none. Summaries (summary::merge_all) are written
   // every save_summaries_steps global steps (TF's default 100) or save_summaries_secs seconds
@@ -39,11 +44,6 @@ struct MonitoredTrainingSessionOptions {
   std::optional<std::string> summary_dir;
   std::optional<std::int64_t> save_summaries_steps = 100;
   std::optional<double> save_summaries_secs;
-  double recovery_wait_secs = 1;        // non-chief poll interval (TF: 30 s)
-  double ready_deadline_secs = 300;     // non-chief: give up waiting for the chief
-  double recovery_deadline_secs = 300;  // give up re-creating the session after failures
-  Operation init_op;                    // empty: global_variables_initializer(graph)
-  SessionOptions session_options;
 };
 
 class MonitoredTrainingSession {
