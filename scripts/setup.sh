@@ -13,6 +13,7 @@ packages=(
   dataset-fashion-mnist python3-numpy
   clang-format git                                 # the style check: clang-format 14, tracked files
   graphviz                                         # --explain=dot renders its pictures (dot -Tsvg)
+  protobuf-compiler python3-protobuf               # tests/tools/read_events.py: event files
 )
 
 missing=()

@@ -57,10 +57,6 @@
 //   --sync_replicas                synchronous training (SyncReplicasOptimizer)
 //   --replicas_to_aggregate (all workers)   gradients averaged per global step in sync mode
 //   --token_timeout_s (60)         sync mode: how long a worker waits for the chief's go-ahead
-//   --trace_steps ("")             e.g. 100,200: the chief traces its first step at or after
-//                                  each of these global steps on every task and writes
-//                                  trace_step_<N>.json (Chrome trace) into --summary_dir
-//   --summary_dir ("")             where the traces go ("": the current directory)
 //                                  before it fails with DeadlineExceeded
 //   --data_dir (/usr/share/datasets/fashion-mnist)
 //   --seed (1)                     shuffling seed; worker i uses seed + i
@@ -77,6 +73,14 @@
 //   --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes, in
 //                                  words (stderr) or as trainer_graph.dot/.svg
 //                                  (common/explain_flag.hpp)
+//   --summary_dir ("")             chief: write TensorBoard event files there (scalars loss,
+//                                  accuracy, learning_rate, global_step/sec and the graph);
+//                                  "" for none. Open with `tensorboard --logdir DIR`.
+//   --save_summaries_steps (100)   with --summary_dir: write the scalars every that many steps
+//   --trace_steps ("")             e.g. 100,200: the chief traces its first step at or after
+//                                  each of these global steps on every task and writes
+//                                  trace_step_<N>.json (Chrome trace) into --summary_dir (or
+//                                  the current directory when it is "")
 //
 // The end of training, and why no worker trips over a stopped ps
 // ----------------------------------------------------------------
@@ -165,8 +169,10 @@ struct TrainerFlags {
   std::size_t eval_batch_size = 1000;
   // --trace_steps and the directory the traces go to (--summary_dir).
   step_trace::StepTracer tracer;
-  std::string summary_dir;
   explain_flag::ExplainFlag explain;  // --explain[=words|dot], --explain_dir
+  // TensorBoard event files and traces (--summary_dir, --save_summaries_steps).
+  std::string summary_dir;
+  std::int64_t save_summaries_steps = 100;
 };
 
 // ---- flags -----------------------------------------------------------------------------------
@@ -211,6 +217,8 @@ bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& v
     flags.tracer.set_steps(name, value);
   else if (name == "summary_dir")
     flags.summary_dir = value;
+  else if (name == "save_summaries_steps")
+    flags.save_summaries_steps = parse_number<std::int64_t>(name, value, 1);
   else
     return false;
   return true;
@@ -437,6 +445,13 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
 
   psflow::Graph graph;
   Model m = build_model(graph, flags);
+  // TensorBoard: the chief's MonitoredTrainingSession writes these scalars every
+  // --save_summaries_steps global steps into --summary_dir, with global_step/sec and the graph.
+  if (!flags.summary_dir.empty()) {
+    psflow::summary::scalar("loss", m.loss);
+    psflow::summary::scalar("accuracy", m.accuracy);
+    psflow::summary::scalar("learning_rate", m.learning_rate);
+  }
   if (chief) {
     print_placement(graph, flags);
     std::string schedule = format("%s model, %s, learning rate %g", flags.model.c_str(),
@@ -462,6 +477,10 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         if (flags.save_checkpoint_steps > 0)
           options.save_checkpoint_steps = flags.save_checkpoint_steps;
         options.log_step_count_steps = 0;  // we log global steps/sec with the loss
+        // TensorBoard event files ("": none, even with --checkpoint_dir).
+        options.summary_dir = flags.summary_dir;
+        options.save_summaries_steps = flags.save_summaries_steps;
+        if (!flags.summary_dir.empty()) options.log_step_count_steps = flags.save_summaries_steps;
         options.recovery_deadline_secs = flags.cluster.recovery_deadline_s;
         auto mon_sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
 

@@ -41,3 +41,6 @@
 #include "psflow/observe/explain.hpp"
 #include "psflow/observe/graph_dot.hpp"
 #include "psflow/observe/progress.hpp"
+// TensorBoard event files: summary::FileWriter, summary::scalar, summary::merge_all
+#include "psflow/observe/event_file_writer.hpp"
+#include "psflow/observe/summary.hpp"

@@ -69,6 +69,24 @@ constexpr std::size_t dtype_size(DType dtype) {
   return 0;
 }
 
+// TF's DataType enum number of `dtype` (types.proto: DT_FLOAT 1, DT_DOUBLE 2, DT_INT32 3,
+// DT_INT64 9, DT_BOOL 10), as checkpoints and GraphDefs store it.
+constexpr std::uint32_t tf_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+      return 1;
+    case DType::float64:
+      return 2;
+    case DType::int32:
+      return 3;
+    case DType::int64:
+      return 9;
+    case DType::boolean:
+      return 10;
+  }
+  return 0;
+}
+
 constexpr bool is_floating(DType dtype) {
   return dtype == DType::float32 || dtype == DType::float64;
 }

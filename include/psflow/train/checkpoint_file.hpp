@@ -126,21 +126,7 @@ inline constexpr std::uint64_t kCheckpointTrailerBytes = 4 + 8;
 inline constexpr std::uint64_t kMinCheckpointRecordBytes = 4 + 1 + 4 + 4 + 8 + 4 + 4;
 
 // TF's DataType enum numbers, so the codes mean the same thing to a TF user.
-constexpr std::uint32_t checkpoint_dtype_code(DType dtype) {
-  switch (dtype) {
-    case DType::float32:
-      return 1;
-    case DType::float64:
-      return 2;
-    case DType::int32:
-      return 3;
-    case DType::int64:
-      return 9;
-    case DType::boolean:
-      return 10;
-  }
-  return 0;
-}
+constexpr std::uint32_t checkpoint_dtype_code(DType dtype) { return tf_data_type(dtype); }
 constexpr std::optional<DType> checkpoint_dtype_from_code(std::uint32_t code) {
   switch (code) {
     case 1:

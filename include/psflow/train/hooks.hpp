@@ -1,7 +1,8 @@
 // SessionRunHook: code that runs around every MonitoredTrainingSession::run, as in TF:
 // begin() once, after_create_session() each time a session is (re)created, before_run() may
 // add fetches, after_run() sees their values and may request a stop, end() once at the end.
-// Built-in hooks: StopAtStepHook, CheckpointSaverHook, StepCounterHook, LoggingTensorHook.
+// Built-in hooks: StopAtStepHook, CheckpointSaverHook, StepCounterHook, LoggingTensorHook,
+// SummarySaverHook.
 #pragma once
 
 #include <chrono>
@@ -16,6 +17,8 @@
 #include "psflow/core/log.hpp"
 #include "psflow/core/tensor_format.hpp"
 #include "psflow/graph/variable.hpp"
+#include "psflow/observe/event_file_writer.hpp"
+#include "psflow/observe/summary.hpp"
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/saver.hpp"
 
@@ -100,9 +103,11 @@ class StopAtStep : public SessionRunHook {
 
 class StepCounter : public SessionRunHook {
  public:
-  explicit StepCounter(std::int64_t every_n_steps) : every_(every_n_steps) {}
+  StepCounter(std::int64_t every_n_steps, std::string output_dir)
+      : every_(every_n_steps), output_dir_(std::move(output_dir)) {}
   void begin(Graph& graph) override {
     global_step_ = require_global_step(graph, "StepCounterHook").value();
+    if (!output_dir_.empty()) writer_ = summary::FileWriterCache::get(output_dir_);
   }
   SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
   void after_run(SessionRunContext&, const SessionRunValues& values) override {
@@ -121,14 +126,21 @@ class StepCounter : public SessionRunHook {
       std::snprintf(rate, sizeof rate, "%.4g", rate_);
       log_line(std::string("global_step/sec: ") + rate + " (global step " + std::to_string(step) +
                ")");
+      // TF's tag: the global step op's name + "/sec".
+      if (writer_) writer_->add_summary(summary::Summary().add("global_step/sec", rate_), step);
     }
     last_step_ = step;
     last_time_ = now;
+  }
+  void end(Session&) override {
+    if (writer_) writer_->flush();
   }
   double last_rate() const noexcept { return rate_; }
 
  private:
   std::int64_t every_;
+  std::string output_dir_;
+  std::shared_ptr<summary::FileWriter> writer_;
   Output global_step_;
   std::optional<std::int64_t> last_step_;
   std::chrono::steady_clock::time_point last_time_;
@@ -222,6 +234,91 @@ class CheckpointSaverHook : public SessionRunHook {
   std::string last_path_;
 };
 
+// TF1's SummarySaverHook: writes the graph's summaries (summary::merge_all at begin(), or the
+// ones given) to an event file in output_dir, fetched with the training step of the first run
+// and then every save_steps global steps or save_secs seconds (give exactly one), at the global
+// step read after that run. Writes the graph (requested devices) once, when the first session
+// is created (TF1 has CheckpointSaverHook write it into the same directory; here it comes with
+// the summaries, so a summary_dir without checkpoints has it too), and flushes at the end.
+// Shares the directory's writer (summary::FileWriterCache) with StepCounterHook.
+class SummarySaverHook : public SessionRunHook {
+ public:
+  SummarySaverHook(std::string output_dir, std::optional<std::int64_t> save_steps,
+                   std::optional<double> save_secs = std::nullopt,
+                   std::optional<summary::MergedSummary> summaries = std::nullopt)
+      : dir_(std::move(output_dir)),
+        save_steps_(save_steps),
+        save_secs_(save_secs),
+        summaries_(std::move(summaries)) {
+    if (dir_.empty()) throw InvalidArgument("SummarySaverHook: empty output_dir");
+    if (!!save_steps_ == !!save_secs_)
+      throw InvalidArgument("SummarySaverHook: give exactly one of save_steps and save_secs");
+    if ((save_steps_ && *save_steps_ <= 0) || (save_secs_ && !(*save_secs_ > 0)))
+      throw InvalidArgument("SummarySaverHook: save_steps or save_secs must be positive");
+  }
+
+  void begin(Graph& graph) override {
+    global_step_ = detail::require_global_step(graph, "SummarySaverHook").value();
+    if (!summaries_) summaries_ = summary::merge_all(graph);
+    writer_ = summary::FileWriterCache::get(dir_);
+    graph_ = &graph;
+  }
+  void after_create_session(Session&) override {
+    if (graph_written_) return;
+    writer_->add_graph(*graph_);
+    writer_->flush();
+    graph_written_ = true;
+  }
+  SessionRunArgs before_run(SessionRunContext&) override {
+    request_ = !next_step_ || should_trigger(*next_step_);
+    SessionRunArgs args{{global_step_}};
+    if (request_) {
+      const auto extra = summaries_->fetches();
+      args.fetches.insert(args.fetches.end(), extra.begin(), extra.end());
+    }
+    return args;
+  }
+  void after_run(SessionRunContext& ctx, const SessionRunValues& values) override {
+    // As TF: the fetched step may predate this run's increment; read it again when writing.
+    std::int64_t step = detail::step_value(values.results[0]) + 1;
+    if (!next_step_ || request_) step = detail::step_value(ctx.session().run({global_step_})[0]);
+    if (request_) {
+      last_step_ = step;
+      last_time_ = std::chrono::steady_clock::now();
+      if (!summaries_->empty())
+        writer_->add_summary(
+            summaries_->evaluate({values.results.begin() + 1, values.results.end()}), step);
+    }
+    next_step_ = step + 1;
+  }
+  void end(Session&) override { writer_->flush(); }
+
+  const std::string& output_dir() const noexcept { return dir_; }
+  // The event file written to (after begin()).
+  std::string path() const { return writer_ ? writer_->path() : ""; }
+
+ private:
+  bool should_trigger(std::int64_t step) const {
+    if (!last_step_) return true;
+    if (step == *last_step_) return false;
+    if (save_steps_) return step >= *last_step_ + *save_steps_;
+    return std::chrono::steady_clock::now() - last_time_ >=
+           std::chrono::duration<double>(*save_secs_);
+  }
+
+  std::string dir_;
+  std::optional<std::int64_t> save_steps_;
+  std::optional<double> save_secs_;
+  std::optional<summary::MergedSummary> summaries_;
+  std::shared_ptr<summary::FileWriter> writer_;
+  Graph* graph_ = nullptr;
+  bool graph_written_ = false;
+  Output global_step_;
+  bool request_ = false;
+  std::optional<std::int64_t> next_step_, last_step_;
+  std::chrono::steady_clock::time_point last_time_;
+};
+
 // Requests a stop when the global step reaches last_step (shared by all workers).
 inline std::shared_ptr<SessionRunHook> StopAtStepHook(std::int64_t last_step) {
   return std::make_shared<detail::StopAtStep>(last_step, std::nullopt);
@@ -230,9 +327,12 @@ inline std::shared_ptr<SessionRunHook> StopAtStepHook(std::int64_t last_step) {
 inline std::shared_ptr<SessionRunHook> StopAfterStepsHook(std::int64_t num_steps) {
   return std::make_shared<detail::StopAtStep>(std::nullopt, num_steps);
 }
-// Logs global steps/sec every `every_n_steps` global steps.
-inline std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n_steps = 100) {
-  return std::make_shared<detail::StepCounter>(every_n_steps);
+// Logs global steps/sec every `every_n_steps` global steps; with an output_dir also writes it
+// there as the summary "global_step/sec" (TF's StepCounterHook(output_dir=...)), into the file
+// shared through summary::FileWriterCache.
+inline std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n_steps = 100,
+                                                       std::string output_dir = "") {
+  return std::make_shared<detail::StepCounter>(every_n_steps, std::move(output_dir));
 }
 // Logs the values of `tensors` every `every_n_steps` runs.
 inline std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors,

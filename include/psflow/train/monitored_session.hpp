@@ -38,6 +38,13 @@ struct MonitoredTrainingSessionOptions {
   double recovery_deadline_secs = 300;      // give up re-creating the session after failures
   Operation init_op;                        // empty: global_variables_initializer(graph)
   SessionOptions session_options;
+  // Chief: where SummarySaverHook and StepCounterHook write TensorBoard event files. As TF:
+  // nullopt means checkpoint_dir; "" writes none. Summaries (summary::merge_all) are written
+  // every save_summaries_steps global steps (TF's default 100) or save_summaries_secs seconds
+  // (used when save_summaries_steps is nullopt), and the graph once.
+  std::optional<std::string> summary_dir;
+  std::optional<std::int64_t> save_summaries_steps = 100;
+  std::optional<double> save_summaries_secs;
 };
 
 class MonitoredTrainingSession {
@@ -48,8 +55,13 @@ class MonitoredTrainingSession {
       hooks_.insert(hooks_.end(), options_.chief_only_hooks.begin(),
                     options_.chief_only_hooks.end());
       if (find_variable(graph_, "global_step")) {
+        const std::string summary_dir = options_.summary_dir.value_or(options_.checkpoint_dir);
         if (options_.log_step_count_steps > 0)
-          hooks_.push_back(StepCounterHook(options_.log_step_count_steps));
+          hooks_.push_back(StepCounterHook(options_.log_step_count_steps, summary_dir));
+        if (!summary_dir.empty() && (options_.save_summaries_steps || options_.save_summaries_secs))
+          hooks_.push_back(std::make_shared<SummarySaverHook>(
+              summary_dir, options_.save_summaries_steps,
+              options_.save_summaries_steps ? std::nullopt : options_.save_summaries_secs));
         if (!options_.checkpoint_dir.empty() &&
             (options_.save_checkpoint_secs || options_.save_checkpoint_steps))
           hooks_.push_back(std::make_shared<CheckpointSaverHook>(
