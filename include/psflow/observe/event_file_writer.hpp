@@ -36,6 +36,7 @@
 #include <utility>
 
 #include "psflow/core/error.hpp"
+#include "psflow/core/log.hpp"
 #include "psflow/graph/graph.hpp"
 #include "psflow/observe/graph_def_proto.hpp"
 #include "psflow/observe/proto_writer.hpp"
@@ -161,7 +162,7 @@ inline FileWriter::~FileWriter() {
   try {
     close();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[psflow] summary::FileWriter: %s\n", e.what());
+    log_line(std::string("summary::FileWriter: ") + e.what());
   }
 }
 
