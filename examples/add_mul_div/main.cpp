@@ -8,9 +8,7 @@
 // The worker prints exactly what TF's worker printed, then tells the ps to stop; both exit 0.
 // Without --job_name everything runs in this one process.
 //
-// Flags: --ps_hosts (127.0.0.1:2223) --worker_hosts (127.0.0.1:1234) --job_name --task_index
-//        --logdir (./simple_log) --explain --interval_ms (1000) --connect_timeout_s (30)
-//        --explain=dot --explain_dir (.)   the worker writes add_mul_div_graph.dot (and .svg)
+// Flags: `add_mul_div --help` prints them (kUsage below).
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -24,6 +22,29 @@
 #include "common/explain_flag.hpp"
 
 namespace {
+
+constexpr const char* kUsage =
+    R"(add_mul_div: the seed's TF1 example. A ps task holds the variables w and b; a worker
+computes w+b, w*b and w/b five times and prints them as TF's worker did.
+
+  add_mul_div --job_name=ps          # holds w and b, serves until the worker is done
+  add_mul_div --job_name=worker      # computes, prints, then stops the ps
+  add_mul_div                        # everything in this process
+  ./scripts/demo.sh [flags]          # builds and runs both, each line labelled
+
+Flags (defaults in parentheses):
+  --ps_hosts (127.0.0.1:2223) --worker_hosts (127.0.0.1:1234) --job_name --task_index
+                                 the cluster and this task (TF_CONFIG when no *_hosts flag)
+  --logdir (./simple_log)        the Supervisor restores the latest checkpoint there, or
+                                 initializes the variables and saves
+  --interval_ms (1000)           pause between two results (0: none)
+  --connect_timeout_s (30)       how long to wait for the ps to come up
+  --explain, --explain=words     the worker prints where each op runs and what crosses processes;
+                                 the ps logs what it does each step
+  --explain=dot --explain_dir (.)   the worker writes add_mul_div_graph.dot (and .svg with
+                                 Graphviz) into that directory and logs the paths
+  --help                         this text
+)";
 
 struct DemoFlags {
   psflow::TaskFlags task;
@@ -41,9 +62,29 @@ bool take_flag(const std::string& arg, const std::string& name, std::string& val
   return true;
 }
 
+// A number flag's value, or InvalidArgument naming the flag.
+double number_flag(const std::string& name, const std::string& value, double min) {
+  std::size_t used = 0;
+  double number = 0;
+  try {
+    number = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || !(number >= min))
+    throw psflow::InvalidArgument("--" + name + "='" + value +
+                                  "': give a number >= " + std::to_string(static_cast<int>(min)));
+  return number;
+}
+
 DemoFlags parse_flags(int argc, char** argv) {
   DemoFlags flags;
   std::vector<std::string> args(argv, argv + argc);
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h" || a == "-help") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
   const char* tf_config = std::getenv("TF_CONFIG");
   bool has_hosts = false, has_job = false;
   for (const auto& a : args) {
@@ -68,12 +109,12 @@ DemoFlags parse_flags(int argc, char** argv) {
     else if (take_flag(arg, "logdir", value))
       flags.logdir = value;
     else if (take_flag(arg, "interval_ms", value))
-      flags.interval_ms = std::stoi(value);
+      flags.interval_ms = static_cast<int>(number_flag("interval_ms", value, 0));
     else if (take_flag(arg, "connect_timeout_s", value))
-      flags.connect_timeout_s = std::stod(value);
+      flags.connect_timeout_s = number_flag("connect_timeout_s", value, 0);
     else
       throw psflow::InvalidArgument("unknown flag '" + arg +
-                                    "' (see the comment at the top of main.cpp)");
+                                    "': run add_mul_div --help for the flags");
   }
   return flags;
 }

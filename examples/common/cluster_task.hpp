@@ -91,6 +91,36 @@ struct TaskOptions {
   std::size_t index() const { return distributed ? task.task_index : 0; }
 };
 
+// The flags parse_task_flags reads for every program, as --help lists them.
+inline constexpr const char* kTaskFlagsHelp = R"(
+Flags of every task (defaults in parentheses):
+  --ps_hosts --worker_hosts --job_name --task_index   the cluster and this task (TaskFlags;
+                                 TF_CONFIG when no *_hosts flag is given). Without --job_name and
+                                 TF_CONFIG everything runs in this one process.
+  --connect_timeout_s (30)       how long to wait for a task that is not up yet
+  --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
+  --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
+  --progress (auto)              a line with the global step, steps/s, ETA and loss: auto: on a
+                                 terminal one live line (any worker), else a plain line every
+                                 --progress_every_s (chief only); live | plain: that mode on every
+                                 worker; false: none
+  --progress_every_s (30)        plain progress lines' interval
+  --help                         this text
+)";
+
+// --help (or -h) before any "--": prints `usage` (what the program does and its own flags) and
+// kTaskFlagsHelp to standard output and exits 0.
+inline void print_help_if_asked(int argc, char** argv, std::string_view usage) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") return;
+    if (arg == "--help" || arg == "-h" || arg == "-help") {
+      std::cout << usage << kTaskFlagsHelp << std::flush;
+      std::exit(0);
+    }
+  }
+}
+
 // Parses argv: the cluster flags, the common ones above, and calls
 // example_flag(name, value) for every other "--name=value" / "--name value"; it returns false
 // for a name it does not know. `switches` are flags that may stand alone ("--sync_replicas").
@@ -152,9 +182,8 @@ inline TaskOptions parse_task_flags(
     else if (name == "progress_every_s")
       options.progress_every_s = parse_number<double>(name, value, 0.1);
     else if (!example_flag(name, value))
-      throw psflow::InvalidArgument("unknown flag '--" + name +
-                                    "' (see the comment at the top of examples/" + program_name() +
-                                    "/main.cpp)");
+      throw psflow::InvalidArgument("unknown flag '--" + name + "': run " + program_name() +
+                                    " --help for the flags");
   }
   return options;
 }

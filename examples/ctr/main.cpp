@@ -30,25 +30,8 @@
 // "sqrtn") into a relu layer and 10 linear units; softmax cross-entropy. Prints
 //   test accuracy: 0.XXXX
 //
-// Flags (defaults in parentheses), besides examples/trainer's --ps_hosts --worker_hosts
-// --job_name --task_index --connect_timeout_s --recovery_deadline_s --shutdown_wait_s:
-//   --data (clicks)            clicks | fashion_mnist
-//   --table_rows (4194304)     rows of each hashed table
-//   --dim (8)                  floats per row of the deep table
-//   --hidden (64)              relu units of the deep part
-//   --train_steps (6000)       global steps, all workers together
-//   --batch_size (256)         examples per step and worker
-//   --wide_learning_rate (0.5) --l1 (0) --l2 (0)   FTRL
-//   --deep_learning_rate (0.2)                           Adagrad
-//   --test_examples (100000)   clicks: held-out examples evaluated by the chief
-//   --eval_batch_size (5000)
-//   --data_dir (/usr/share/datasets/fashion-mnist)
-//   --checkpoint_dir ("")      the chief restores from / saves to it
-//   --seed (1)                 the click log's seed (its true model), and the deep init
-//   --log_every_steps (500)
-//   --progress (auto) --progress_every_s (30)   the progress line, as examples/trainer's
-//   --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes,
-//                              in words (stderr) or as ctr_graph.dot/.svg (common/explain_flag.hpp)
+// Flags: `ctr --help` prints them (kUsage below, and the flags of every task in
+// examples/common/cluster_task.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -64,6 +47,33 @@
 #include "ctr/click_log.hpp"
 #include "ctr/metrics.hpp"
 #include "ctr/sparse_fashion_mnist.hpp"
+
+// What `ctr --help` prints (the flags every task takes follow it).
+constexpr const char* kUsage =
+    R"(ctr: a wide-and-deep click-through-rate model whose hashed embedding tables are split over
+the ps tasks and updated sparsely (FTRL for the wide part, Adagrad for the deep part).
+
+  examples/ctr/run_local_cluster.sh --ps 2 --workers 2 -- [flags]   # a local cluster
+  ctr [flags]                                                       # in one process
+
+Flags (defaults in parentheses):
+  --data (clicks)            clicks | fashion_mnist
+  --table_rows (4194304)     rows of each hashed table
+  --dim (8)                  floats per row of the deep table
+  --hidden (64)              relu units of the deep part
+  --train_steps (6000)       global steps, all workers together
+  --batch_size (256)         examples per step and worker
+  --wide_learning_rate (0.5) --l1 (0) --l2 (0)   FTRL
+  --deep_learning_rate (0.2)                           Adagrad
+  --test_examples (100000)   clicks: held-out examples evaluated by the chief
+  --eval_batch_size (5000)
+  --data_dir (/usr/share/datasets/fashion-mnist)
+  --checkpoint_dir ("")      the chief restores from / saves to it
+  --seed (1)                 the click log's seed (its true model), and the deep init
+  --log_every_steps (500)
+  --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes,
+                             in words (stderr) or as ctr_graph.dot/.svg
+)";
 
 namespace {
 
@@ -362,6 +372,7 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
 
 int main(int argc, char** argv) {
   cluster_task::program_name() = "ctr";
+  cluster_task::print_help_if_asked(argc, argv, kUsage);
   CtrFlags flags;
   return cluster_task::run_task(
       [&] {

@@ -39,48 +39,8 @@
 // busy-waiting threads would otherwise compete with psflow's own threads and the other tasks
 // on the same cores, and halve the throughput.
 //
-// Flags (defaults in parentheses):
-//   --ps_hosts --worker_hosts --job_name --task_index   the cluster and this task (TaskFlags;
-//                                  TF_CONFIG when no *_hosts flag is given)
-//   --model (mlp)                  mlp | cnn
-//   --train_steps (mlp 12000, cnn 8000)   global steps to train for (all workers together)
-//   --batch_size (100)             examples per step and worker
-//   --learning_rate (0.001)
-//   --optimizer (adam)             sgd | momentum (0.9) | adagrad | adam | rmsprop
-//   --keep_prob (0.75)             cnn: dropout's keep probability while training (1 at test)
-//   --lr_decay (0.1) --lr_decay_at (0.75)   from global step lr_decay_at * train_steps on,
-//                                  train with learning_rate * lr_decay (1: one rate throughout)
-//   --checkpoint_dir ("")          the chief restores from / saves to it; "" for none (the
-//                                  tutorial uses /tmp/train_log)
-//   --save_checkpoint_steps (0)    chief: also save every that many global steps (0: only
-//                                  every 600 s, at the start and at the end)
-//   --sync_replicas                synchronous training (SyncReplicasOptimizer)
-//   --replicas_to_aggregate (all workers)   gradients averaged per global step in sync mode
-//   --token_timeout_s (60)         sync mode: how long a worker waits for the chief's go-ahead
-//                                  before it fails with DeadlineExceeded
-//   --data_dir (/usr/share/datasets/fashion-mnist)
-//   --seed (1)                     shuffling seed; worker i uses seed + i
-//   --log_every_steps (500)        chief: log loss and global steps/sec every that many steps
-//   --eval_batch_size (1000)
-//   --connect_timeout_s (30)       how long to wait for a task that is not up yet
-//   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
-//   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
-//   --progress (auto)              a line with the global step, steps/s, ETA and loss: auto: on
-//                                  a terminal one live line (any worker), else a plain line every
-//                                  --progress_every_s (chief only); live | plain: that mode on
-//                                  every worker; false: none
-//   --progress_every_s (30)        plain progress lines' interval
-//   --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes, in
-//                                  words (stderr) or as trainer_graph.dot/.svg
-//                                  (common/explain_flag.hpp)
-//   --summary_dir ("")             chief: write TensorBoard event files there (scalars loss,
-//                                  accuracy, learning_rate, global_step/sec and the graph);
-//                                  "" for none. Open with `tensorboard --logdir DIR`.
-//   --save_summaries_steps (100)   with --summary_dir: write the scalars every that many steps
-//   --trace_steps ("")             e.g. 100,200: the chief traces its first step at or after
-//                                  each of these global steps on every task and writes
-//                                  trace_step_<N>.json (Chrome trace) into --summary_dir (or
-//                                  the current directory when it is "")
+// Flags: `trainer --help` prints them (kUsage below, and the flags of every task in
+// examples/common/cluster_task.hpp).
 //
 // The end of training, and why no worker trips over a stopped ps
 // ----------------------------------------------------------------
@@ -174,6 +134,49 @@ struct TrainerFlags {
   std::string summary_dir;
   std::int64_t save_summaries_steps = 100;
 };
+
+// What `trainer --help` prints (the flags every task takes follow it).
+constexpr const char* kUsage =
+    R"(trainer: between-graph data-parallel training of a Fashion-MNIST classifier on ps and
+worker tasks (TF1's distributed trainer.py), or in one process.
+
+  trainer --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=ps --task_index=0
+  trainer --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=0
+  trainer                     # everything in this process
+  examples/trainer/run_local_cluster.sh --ps 1 --workers 2 -- [flags]   # a local cluster
+
+Flags (defaults in parentheses):
+  --model (mlp)                  mlp | cnn
+  --train_steps (mlp 12000, cnn 8000)   global steps to train for (all workers together)
+  --batch_size (100)             examples per step and worker
+  --learning_rate (0.001)
+  --optimizer (adam)             sgd | momentum (0.9) | adagrad | adam | rmsprop
+  --keep_prob (0.75)             cnn: dropout's keep probability while training (1 at test)
+  --lr_decay (0.1) --lr_decay_at (0.75)   from global step lr_decay_at * train_steps on,
+                                 train with learning_rate * lr_decay (1: one rate throughout)
+  --checkpoint_dir ("")          the chief restores from / saves to it; "" for none (the
+                                 tutorial uses /tmp/train_log)
+  --save_checkpoint_steps (0)    chief: also save every that many global steps (0: only
+                                 every 600 s, at the start and at the end)
+  --sync_replicas                synchronous training (SyncReplicasOptimizer)
+  --replicas_to_aggregate (all workers)   gradients averaged per global step in sync mode
+  --token_timeout_s (60)         sync mode: how long a worker waits for the chief's go-ahead
+                                 before it fails with DeadlineExceeded
+  --data_dir (/usr/share/datasets/fashion-mnist)
+  --seed (1)                     shuffling seed; worker i uses seed + i
+  --log_every_steps (500)        chief: log loss and global steps/sec every that many steps
+  --eval_batch_size (1000)
+  --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes, in
+                                 words (stderr) or as trainer_graph.dot/.svg
+  --summary_dir ("")             chief: write TensorBoard event files there (scalars loss,
+                                 accuracy, learning_rate, global_step/sec and the graph);
+                                 "" for none. Open with `tensorboard --logdir DIR`.
+  --save_summaries_steps (100)   with --summary_dir: write the scalars every that many steps
+  --trace_steps ("")             e.g. 100,200: the chief traces its first step at or after
+                                 each of these global steps on every task and writes
+                                 trace_step_<N>.json (Chrome trace) into --summary_dir (or
+                                 the current directory when it is "")
+)";
 
 // ---- flags -----------------------------------------------------------------------------------
 
@@ -558,6 +561,7 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
 
 int main(int argc, char** argv) {
   cluster_task::program_name() = "trainer";
+  cluster_task::print_help_if_asked(argc, argv, kUsage);
   std::optional<TrainerFlags> flags;
   return cluster_task::run_task(
       [&] {
