@@ -24,7 +24,7 @@
 #include "example_support.hpp"
 
 int main(int argc, char** argv) {
-  int train_steps = 200, save_checkpoint_steps = 100, log_every = 50;
+  int train_steps = 1000, save_checkpoint_steps = 250, log_every = 100;
   std::string checkpoint_dir;
   example::ExampleFlags flags("example_03_between_graph_training",
                               "one task (ps or worker) of a cluster training y = 3x + 1");
