@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     auto values = sess.run({loss, global_step.value()}, {}, {train_op});
     if (values.empty()) break;  // training ended while this step waited
     last_loss = values[0].scalar<float>();
-    const auto step = values[1].scalar<std::int64_t>();  // the global step before this update
+    const auto step = values[1].scalar<std::int64_t>();  // the global step, around this update
     ++local_steps;
     if (step >= next_log) {  // the workers share the global step: log as it passes the marks
       next_log = (step / log_every + 1) * log_every;
