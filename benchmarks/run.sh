@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the benchmark suite (Release, into build-bench), runs every benchmark and prints one
-# table: figure, psflow, baseline, ratio, target, met. See README's "Performance" section.
+# table: figure, psflow, baseline, ratio, target, met. See benchmarks/README.md.
 #
 #   ./benchmarks/run.sh                     # everything, 3 repetitions (median kept)
 #   ./benchmarks/run.sh --repetitions 1     # quicker, noisier
