@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "psflow/psflow.hpp"
+#include "support/demo_command.hpp"
 #include "support/local_cluster.hpp"
 #include "support/wire_bytes.hpp"
 
@@ -405,12 +406,8 @@ TEST_CASE("the add/mul/div demo: ps and worker processes print the seed's output
                              std::istreambuf_iterator<char>());
   auto run_demo = [&](int round) {
     auto args = [&](const std::string& job) {
-      return std::vector<std::string>{PSFLOW_DEMO_BINARY,
-                                      "--job_name=" + job,
-                                      "--ps_hosts=" + ps_host,
-                                      "--worker_hosts=" + worker_host,
-                                      "--logdir=" + (dir / "simple_log"),
-                                      "--interval_ms=20"};
+      return psflow::testing::demo_command(PSFLOW_DEMO_BINARY, job, ps_host, worker_host,
+                                           dir / "simple_log", {"--interval_ms=20"});
     };
     ChildProcess worker(args("worker"),
                         dir / ("worker" + std::to_string(round)));  // worker first: it waits

@@ -19,6 +19,7 @@
 #include "psflow/runtime/placer.hpp"
 #include "psflow/train/gradient_descent.hpp"
 #include "support/child_process.hpp"
+#include "support/demo_command.hpp"
 #include "support/files.hpp"
 #include "support/temp_dir.hpp"
 
@@ -264,14 +265,9 @@ TEST_CASE("the demo worker with --explain=dot writes its picture and logs where"
   const std::string ps_host = psflow::testing::loopback(psflow::testing::reserve_port());
   const std::string worker_host = psflow::testing::loopback(psflow::testing::reserve_port());
   auto args = [&](const std::string& job) {
-    return std::vector<std::string>{PSFLOW_DEMO_BINARY,
-                                    "--job_name=" + job,
-                                    "--ps_hosts=" + ps_host,
-                                    "--worker_hosts=" + worker_host,
-                                    "--logdir=" + (dir / "simple_log"),
-                                    "--interval_ms=0",
-                                    "--explain=dot",
-                                    "--explain_dir=" + (dir / ("pictures_" + job))};
+    return psflow::testing::demo_command(
+        PSFLOW_DEMO_BINARY, job, ps_host, worker_host, dir / "simple_log",
+        {"--interval_ms=0", "--explain=dot", "--explain_dir=" + (dir / ("pictures_" + job))});
   };
   ChildProcess worker(args("worker"), dir / "worker");
   ChildProcess ps(args("ps"), dir / "ps");
