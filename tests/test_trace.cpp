@@ -126,6 +126,45 @@ TEST_CASE("the clock offset estimate is NTP's and correct_clock moves times to t
   CHECK(t.recvs[0].time_ns == 1080);
 }
 
+TEST_CASE("transfers correct a clock offset the round trip estimated wrong") {
+  const std::string ps = "/job:ps/replica:0/task:0", worker = "/job:worker/replica:0/task:0";
+  const std::string weights =
+      rendezvous_key(ps + "/device:CPU:0", 7, worker + "/device:CPU:0", "w/read:0");
+  const std::string gradient =
+      rendezvous_key(worker + "/device:CPU:0", 9, ps + "/device:CPU:0", "grad:0");
+  auto step = [&](std::int64_t ps_error_ns) {
+    // True times on one clock: the ps sends w at 100, the worker has it at 150, sends the
+    // gradient at 400, the ps has it at 450 and applies it from 460 to 500. The ps's times
+    // arrive corrected by an offset that is wrong by ps_error_ns.
+    RunMetadata m;
+    TaskStepStats w;
+    w.task = worker;
+    w.recvs.push_back({weights, 16, 150});
+    w.sends.push_back({gradient, 16, 400});
+    TaskStepStats p;
+    p.task = ps;
+    p.nodes.push_back({"apply", "ApplyGradientDescent", 1, false, 460, 500});
+    p.sends.push_back({weights, 16, 100});
+    p.recvs.push_back({gradient, 16, 450});
+    correct_clock(p, ps_error_ns);
+    m.tasks = {w, p};
+    join_transfers(m);
+    refine_clock_offsets(m);
+    return m;
+  };
+  // Within what the transfers allow (-50 .. +50 here): kept as estimated.
+  CHECK(step(30).tasks[1].nodes[0].start_ns == 430);
+  // 200 too far ahead: the gradient would arrive before it left; moved to the nearest time
+  // that keeps every transfer in order.
+  const RunMetadata ahead = step(200);
+  CHECK(ahead.tasks[1].clock_offset_ns == 50);
+  CHECK(ahead.tasks[1].nodes[0].start_ns == 410);
+  for (const auto& t : ahead.transfers) CHECK(t.recv_end_ns >= t.send_start_ns);
+  const RunMetadata behind = step(-300);
+  CHECK(behind.tasks[1].clock_offset_ns == -50);
+  for (const auto& t : behind.transfers) CHECK(t.recv_end_ns >= t.send_start_ns);
+}
+
 TEST_CASE("the Chrome trace names each task, splits overlapping ops into lanes, joins transfers") {
   RunMetadata m;
   const std::string ps = "/job:ps/replica:0/task:0", worker = "/job:worker/replica:0/task:0";

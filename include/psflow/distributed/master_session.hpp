@@ -327,6 +327,7 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
     for (auto& t : join->traces)
       if (!t.task.empty()) metadata->tasks.push_back(std::move(t));
     join_transfers(*metadata);
+    refine_clock_offsets(*metadata);
   }
   join->first_error.raise_if_error();
   return std::move(join->fetches);

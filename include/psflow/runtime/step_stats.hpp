@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -141,15 +142,22 @@ inline std::int64_t estimate_clock_offset_ns(std::int64_t sent, std::int64_t rem
   return ((remote_received - sent) + (remote_replied - received)) / 2;
 }
 
+namespace detail {
+// Moves every time of `stats` `by_ns` earlier.
+inline void shift_times(TaskStepStats& stats, std::int64_t by_ns) {
+  for (auto& n : stats.nodes) {
+    n.start_ns -= by_ns;
+    n.end_ns -= by_ns;
+  }
+  for (auto& s : stats.sends) s.time_ns -= by_ns;
+  for (auto& r : stats.recvs) r.time_ns -= by_ns;
+}
+}  // namespace detail
+
 // Moves every time of `stats` to the session's clock given its estimated offset.
 inline void correct_clock(TaskStepStats& stats, std::int64_t offset_ns) {
   stats.clock_offset_ns = offset_ns;
-  for (auto& n : stats.nodes) {
-    n.start_ns -= offset_ns;
-    n.end_ns -= offset_ns;
-  }
-  for (auto& s : stats.sends) s.time_ns -= offset_ns;
-  for (auto& r : stats.recvs) r.time_ns -= offset_ns;
+  detail::shift_times(stats, offset_ns);
 }
 
 namespace detail {
@@ -202,6 +210,43 @@ inline void join_transfers(RunMetadata& metadata) {
       t.recv_end_ns = r.time_ns;
       t.bytes = std::max(t.bytes, r.bytes);
     }
+}
+
+// Refines each remote task's clock offset with what the step's transfers prove: a tensor is
+// received after it was sent. The round-trip estimate assumes the request and the reply took
+// equally long, which a busy machine breaks by hundreds of microseconds, and then a ps would
+// seem to apply a gradient before the worker sent it. For each task other than the session's
+// own (tasks[0]), its transfers with the session's task bound the shift s its times need
+// (corrected -= s): a tensor it sent must not arrive before it left (s >= send - receive), and
+// a tensor it received must not arrive before the session sent it (s <= receive - send). The
+// smallest shift within those bounds is applied (none when the estimate already fits), and the
+// transfers are joined again. Call after join_transfers.
+inline void refine_clock_offsets(RunMetadata& metadata) {
+  if (metadata.tasks.size() < 2) return;
+  const std::string& session_task = metadata.tasks.front().task;
+  bool shifted = false;
+  for (std::size_t i = 1; i < metadata.tasks.size(); ++i) {
+    TaskStepStats& task = metadata.tasks[i];
+    std::int64_t lower = std::numeric_limits<std::int64_t>::min();
+    std::int64_t upper = std::numeric_limits<std::int64_t>::max();
+    for (const TransferStats& t : metadata.transfers) {
+      if (t.send_start_ns < 0 || t.recv_end_ns < 0) continue;
+      if (t.src_task == task.task && t.dst_task == session_task)
+        lower = std::max(lower, t.send_start_ns - t.recv_end_ns);
+      else if (t.src_task == session_task && t.dst_task == task.task)
+        upper = std::min(upper, t.recv_end_ns - t.send_start_ns);
+    }
+    std::int64_t shift = 0;
+    if (lower > upper)  // the bounds disagree (an end recorded late): split the difference
+      shift = lower / 2 + upper / 2;
+    else
+      shift = std::clamp<std::int64_t>(0, lower, upper);
+    if (shift == 0) continue;
+    detail::shift_times(task, shift);
+    task.clock_offset_ns += shift;
+    shifted = true;
+  }
+  if (shifted) join_transfers(metadata);
 }
 
 }  // namespace psflow
