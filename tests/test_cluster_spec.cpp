@@ -1,6 +1,8 @@
 // ClusterSpec (validation, lookups, TF_CONFIG) and TaskFlags (TF's flags and TF_CONFIG).
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -561,4 +563,46 @@ TEST_CASE("ClusterSpec::from_slurm and SlurmConfig::resolve read the process env
   CHECK(config.job_name == "worker");
   CHECK(config.task_index == 2);
   CHECK_THROWS_AS(ClusterSpec::from_slurm(), psflow::InvalidArgument);  // unset again
+}
+
+TEST_CASE("TaskFlags --slurm_jobs takes the cluster and this task from the Slurm step") {
+  const SlurmEnvironment env = five_task_step(1);
+  const TaskFlags f =
+      TaskFlags::parse({"p", "--slurm_jobs=worker:3,ps:2", "--slurm_port_base", "4000", "--lr=1"},
+                       std::string_view(kTfConfig), true, &env);  // TF_CONFIG is not read
+  CHECK(f.cluster == ClusterSpec({{"ps", {"node001:4000", "node001:4001"}},
+                                  {"worker", {"node002:4000", "node002:4001", "gpu-a1:4000"}}}));
+  CHECK(f.job_name == "ps");
+  CHECK(f.task_index == 1);
+  CHECK(f.address() == "node001:4001");
+  CHECK(f.remaining_args == std::vector<std::string>{"p", "--lr=1"});
+}
+
+TEST_CASE("TaskFlags Slurm flags: errors say what to pass") {
+  using Args = std::vector<std::string>;
+  const SlurmEnvironment env = five_task_step(0);
+  auto error = [&](const Args& args) {
+    return error_of([&] { TaskFlags::parse(args, std::nullopt, true, &env); });
+  };
+  CHECK_THAT(error(Args{"p", "--slurm_jobs=worker:5"}), Contains("--slurm_jobs has no ps job"));
+  CHECK(error(Args{"p", "--slurm_jobs=ps:1,worker:4"}).empty());
+  CHECK_THAT(error(Args{"p", "--slurm_jobs=ps:1,worker:3"}),
+             Contains("ask for 4 task(s) but the Slurm step has 5"));
+  CHECK_THAT(error(Args{"p", "--slurm_jobs=ps:1,worker:4", "--job_name=ps"}),
+             Contains("leave out --*_hosts, --job_name and --task_index"));
+  CHECK_THAT(error(Args{"p", "--slurm_jobs=ps:1,worker:4", "--ps_hosts=a:1"}),
+             Contains("leave out --*_hosts"));
+  for (const char* port : {"0", "65536", "x", "-1", "123456"}) {
+    CHECK_THAT(
+        error(Args{"p", "--slurm_jobs=ps:1,worker:4", std::string("--slurm_port_base=") + port}),
+        Contains("is not a port in 1..65535"));
+  }
+  CHECK_THAT(error(Args{"p", "--slurm_port_base=9000", "--ps_hosts=a:1", "--job_name=ps"}),
+             Contains("--slurm_port_base needs --slurm_jobs"));
+  CHECK_THAT(error(Args{"p", "--slurm_jobs"}), Contains("flag --slurm_jobs needs a value"));
+  CHECK_THAT(error_of([] {
+               TaskFlags::parse({"p", "--slurm_jobs=ps:1"}, std::nullopt, true,
+                                std::make_unique<SlurmEnvironment>().get());
+             }),
+             Contains("neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST"));
 }
