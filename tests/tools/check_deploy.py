@@ -20,6 +20,7 @@ runs in its own session and is killed (the whole group) after its time limit.
 """
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -28,8 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-
-import yaml
 
 failures = []
 
@@ -61,7 +60,6 @@ def run(cmd, env, timeout=60):
 
 def parse_task_line(text):
     """print_task's line -> dict(job, task, address, cluster)."""
-    import json
     line = text.strip()
     fields = {}
     for key in ("job", "task", "address"):
@@ -84,6 +82,7 @@ def parse_jobs(value):
 # ---- Kubernetes ------------------------------------------------------------------------------
 
 def load_kustomization(kdir):
+    import yaml  # python3-yaml (scripts/setup.sh); only the Kubernetes checks need it
     with open(os.path.join(kdir, "kustomization.yaml")) as f:
         kustomization = yaml.safe_load(f)
     docs = []
