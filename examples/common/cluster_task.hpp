@@ -97,6 +97,8 @@ Flags of every task (defaults in parentheses):
   --ps_hosts --worker_hosts --job_name --task_index   the cluster and this task (TaskFlags;
                                  TF_CONFIG when no *_hosts flag is given). Without --job_name and
                                  TF_CONFIG everything runs in this one process.
+  --slurm_jobs=ps:1,worker:3 --slurm_port_base (8888)   instead: the cluster and this task from
+                                 the Slurm step (deploy/slurm/psflow.sbatch)
   --connect_timeout_s (30)       how long to wait for a task that is not up yet
   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
@@ -133,7 +135,8 @@ inline TaskOptions parse_task_flags(
   const bool have_tf_config = tf_config && *tf_config;
   bool has_job = false;
   for (const auto& a : args)
-    has_job = has_job || a.rfind("--job_name", 0) == 0 || a.rfind("-job_name", 0) == 0;
+    has_job = has_job || a.rfind("--job_name", 0) == 0 || a.rfind("-job_name", 0) == 0 ||
+              a.rfind("--slurm_jobs", 0) == 0;
   options.distributed = has_job || have_tf_config;
   std::vector<std::string> rest = args;
   if (options.distributed) {
