@@ -245,6 +245,12 @@ TEST_CASE("a missing shard is NotFound naming it and its task, and no variable c
   fs::copy_file(kept, lost);  // present again, but it is ps0's shard cut short
   CHECK_THROWS_AS(saver.restore(sess, path), DataLoss);
   check_same(sess.run(m.values()), before);
+
+  // After the failed restores, a new checkpoint saves and restores as usual.
+  const std::string again = saver.save(sess, cluster.chief / "model.ckpt", 3);
+  sess.run(m.train_op);
+  saver.restore(sess, again);
+  check_same(sess.run(m.values()), before);
   cluster.worker->stop_job("ps");
 }
 

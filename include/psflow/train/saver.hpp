@@ -612,7 +612,17 @@ inline void Saver::restore_sharded(Session& sess, const std::string& path,
     restores.push_back(group.restore);
   }
   // Every task reads and checks its shards; only when all succeeded does any variable change.
-  sess.run(checks, feeds);
+  try {
+    sess.run(checks, feeds);
+  } catch (const Error&) {
+    FeedMap drop;  // the tasks that did check drop the blocks they keep; best effort
+    for (const auto& group : shards_) drop.emplace_back(group.request, detail::string_tensor(""));
+    try {
+      sess.run(restores, drop);
+    } catch (const Error&) {
+    }
+    throw;
+  }
   sess.run(restores, feeds);
 }
 

@@ -24,7 +24,8 @@
 //                 do.
 //   RestoreShard  assigns the blocks CheckShard kept. Saver::restore runs every CheckShard
 //                 first (one step), and only when all succeeded every RestoreShard, so a missing
-//                 or corrupt shard anywhere leaves every variable as it was.
+//                 or corrupt shard anywhere leaves every variable as it was (the tasks whose
+//                 check succeeded are then told to drop what they kept).
 // A restore into another placement (another ps count, variables moved) works when every shard
 // the task needs is in the directory it reads: copy all shards into one directory.
 //
@@ -408,7 +409,8 @@ class CheckShardKernel : public ShardKernelBase {
   }
 };
 
-// Request: the CheckShard request whose blocks to assign.
+// Request: the CheckShard request whose blocks to assign; empty: drop what is kept (a restore
+// that failed on another task), assigning nothing.
 class RestoreShardKernel : public ShardKernelBase {
  public:
   using ShardKernelBase::ShardKernelBase;
@@ -417,6 +419,12 @@ class RestoreShardKernel : public ShardKernelBase {
     std::vector<Tensor> blocks;
     {
       std::lock_guard lock(staged_->mutex);
+      if (request.empty()) {
+        staged_->blocks.clear();
+        staged_->request.clear();
+        ctx.set_output(0, Tensor(std::int64_t{0}));
+        return;
+      }
       if (staged_->request != request || staged_->blocks.size() != entries_.size())
         throw FailedPrecondition("RestoreShard '" + ctx.name() + "' on " + ctx.device().name() +
                                  ": no checked shard is waiting for it (the task restarted "
