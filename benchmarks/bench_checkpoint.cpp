@@ -24,9 +24,9 @@
 
 #include <array>
 #include <chrono>
-#include <filesystem>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <psflow/psflow.hpp>
