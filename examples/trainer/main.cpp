@@ -156,7 +156,8 @@ Flags (defaults in parentheses):
   --lr_decay (0.1) --lr_decay_at (0.75)   from global step lr_decay_at * train_steps on,
                                  train with learning_rate * lr_decay (1: one rate throughout)
   --checkpoint_dir ("")          the chief restores from / saves to it; "" for none (the
-                                 tutorial uses /tmp/train_log)
+                                 tutorial uses /tmp/train_log); a ps: where it keeps its
+                                 shards with --sharded_checkpoints
   --save_checkpoint_steps (0)    chief: also save every that many global steps (0: only
                                  every 600 s, at the start and at the end)
   --sharded_checkpoints          each ps saves and restores its own variables in its own
