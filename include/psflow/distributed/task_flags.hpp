@@ -204,7 +204,6 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       job_flag = value;
     } else if (name == "task_index") {
       index_flag = value;
-
     } else {
       host_flags = true;
       const std::string job(name.substr(0, name.size() - std::string_view("_hosts").size()));
