@@ -249,6 +249,20 @@ TEST_CASE("TaskFlags reads --flag value and -flag forms and leaves unknown flags
                                                      "--verbose", "--", "--job_name=x"});
 }
 
+TEST_CASE("TaskFlags reads --checkpoint_dir and leaves it for the program too") {
+  TaskFlags f = TaskFlags::parse(
+      {"p", "--ps_hosts=h0:1", "--job_name=ps", "--checkpoint_dir=/local/ps0", "--x=1"},
+      std::nullopt);
+  CHECK(f.checkpoint_dir == "/local/ps0");
+  CHECK(f.remaining_args == std::vector<std::string>{"p", "--checkpoint_dir=/local/ps0", "--x=1"});
+  f = TaskFlags::parse({"p", "--ps_hosts=h0:1", "--job_name=ps", "--checkpoint_dir", "/d"},
+                       std::nullopt);
+  CHECK(f.checkpoint_dir == "/d");
+  CHECK(f.remaining_args == std::vector<std::string>{"p", "--checkpoint_dir", "/d"});
+  f = TaskFlags::parse({"p", "--ps_hosts=h0:1", "--job_name=ps"}, std::nullopt);
+  CHECK(f.checkpoint_dir.empty());
+}
+
 TEST_CASE("TaskFlags: task_index defaults to 0, chief job, empty host list drops the job") {
   TaskFlags f = TaskFlags::parse({"p", "--worker_hosts=h:1", "--ps_hosts=", "--job_name=worker"},
                                  std::nullopt, /*require_ps_job=*/false);

@@ -340,6 +340,7 @@ inline int run_task(const std::function<TaskOptions()>& parse,
     psflow::ServerOptions server_options;
     server_options.connect_timeout =
         std::chrono::milliseconds(static_cast<long>(options.connect_timeout_s * 1000));
+    server_options.checkpoint_dir = options.task.checkpoint_dir;  // a ps's own shard directory
     psflow::Server server(options.task.cluster, options.task.job_name, options.task.task_index,
                           server_options);
     if (options.task.job_name == "ps") {

@@ -42,6 +42,9 @@ struct TaskFlags {
   ClusterSpec cluster;
   std::string job_name;
   std::size_t task_index = 0;
+  // --checkpoint_dir: this task's own directory for checkpoints (a ps: its shard files,
+  // ServerOptions::checkpoint_dir); "" when not given.
+  std::string checkpoint_dir;
   // argv[0] and every argument that is not one of ours, in their original order.
   std::vector<std::string> remaining_args;
 
@@ -55,6 +58,9 @@ struct TaskFlags {
   //                                               ranks fill the jobs in name order)
   //   --slurm_port_base                           with --slurm_jobs: the first port on each node
   //                                               (default 8888)
+  //   --checkpoint_dir                            this task's own checkpoint directory; also
+  //                                               left in remaining_args (a program's chief
+  //                                               reads it as its checkpoint directory)
   // A "--" ends our flags; it and everything after it are left in remaining_args. When no
   // *_hosts flag is given, the cluster comes from TF_CONFIG, and so do the job name and index
   // unless --job_name / --task_index override them. Throws InvalidArgument, saying what to pass,
@@ -183,6 +189,14 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
     }
     const std::size_t eq = body.find('=');
     const std::string_view name = body.substr(0, eq);
+    if (name == "checkpoint_dir") {  // read, and left for the program too (see above)
+      out.remaining_args.push_back(arg);
+      if (eq != std::string_view::npos)
+        out.checkpoint_dir = std::string(body.substr(eq + 1));
+      else if (i + 1 < args.size() && detail::looks_like_value(args[i + 1]))
+        out.remaining_args.push_back(out.checkpoint_dir = args[++i]);
+      continue;
+    }
     bool ours = name == "job_name" || name == "task_index";
     for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
     ours = ours || name == "slurm_jobs" || name == "slurm_port_base";
