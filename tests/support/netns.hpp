@@ -137,6 +137,8 @@ inline CommandResult run_bounded(std::vector<std::string> argv, std::chrono::mil
     result.exit_code = WEXITSTATUS(status);
   }
   result.output = read_file(path);
+  while (!result.output.empty() && (result.output.back() == '\n' || result.output.back() == ' '))
+    result.output.pop_back();
   ::unlink(path);
   return result;
 }
