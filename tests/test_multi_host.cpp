@@ -94,6 +94,7 @@ class TrainerOnHosts {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     for (auto* group : {&workers_, &ps_})
       for (auto& task : *group) {
+        if (!task) continue;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (!task->wait_for(std::max(left, std::chrono::milliseconds(0)))) return false;
@@ -105,7 +106,7 @@ class TrainerOnHosts {
   std::string exited_task() {
     for (auto* group : {&ps_, &workers_})
       for (std::size_t i = 0; i < group->size(); ++i)
-        if (!(*group)[i]->running())
+        if ((*group)[i] && !(*group)[i]->running())
           return (group == &ps_ ? "ps" : "worker") + std::to_string(i) + " (exit " +
                  std::to_string((*group)[i]->exit_code()) + ")";
     return "";
@@ -116,9 +117,10 @@ class TrainerOnHosts {
     std::string out;
     for (auto* group : {&ps_, &workers_})
       for (std::size_t i = 0; i < group->size(); ++i)
-        out += "---- " + std::string(group == &ps_ ? "ps" : "worker") + std::to_string(i) +
-               " on host " + std::to_string(group == &ps_ ? i : num_ps_ + i) + "\n" +
-               (*group)[i]->err() + (*group)[i]->out();
+        if ((*group)[i])
+          out += "---- " + std::string(group == &ps_ ? "ps" : "worker") + std::to_string(i) +
+                 " on host " + std::to_string(group == &ps_ ? i : num_ps_ + i) + "\n" +
+                 (*group)[i]->err() + (*group)[i]->out();
     return out;
   }
 
