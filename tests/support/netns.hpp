@@ -12,7 +12,8 @@
 // interfaces, and deleting the namespaces removes everything a run made.
 //
 // Programs run inside a host with `nsenter --net=/var/run/netns/NS -- prog args` (nsenter execs
-// the program: the child's pid is the program's), and interfaces are configured the same way:
+// the program: the child's pid is the program's; setpriv --pdeathsig in between, where present,
+// kills it if the test process dies first), and interfaces are configured the same way:
 // `ip netns exec` and `ip -n` remount /sys, which fails inside a chroot (as in CI). Every `ip`
 // call is bounded (10 s). The constructor first deletes the namespaces of DEAD earlier runs
 // (psflow-P-... whose process P no longer exists), and only those; the destructor deletes
@@ -188,9 +189,12 @@ class TestNetwork {
     return std::string(kNetnsDir) + "/" + ns;
   }
 
-  // `argv` (argv[0] an absolute path) as a command line that runs it on host i.
+  // `argv` (argv[0] an absolute path) as a command line that runs it on host i. With setpriv
+  // (util-linux) the program also dies when this process does, even by SIGKILL (a test killed
+  // at its timeout), instead of serving on forever in a deleted namespace.
   std::vector<std::string> host_command(int i, const std::vector<std::string>& argv) const {
     std::vector<std::string> full{nsenter_, "--net=" + namespace_path(host_namespace(i)), "--"};
+    if (!setpriv_.empty()) full.insert(full.end(), {setpriv_, "--pdeathsig", "KILL", "--"});
     full.insert(full.end(), argv.begin(), argv.end());
     return full;
   }
@@ -252,6 +256,7 @@ class TestNetwork {
   void check_preconditions() {
     ip_ = detail::find_program("ip");
     nsenter_ = detail::find_program("nsenter");
+    setpriv_ = detail::find_program("setpriv");
     if (::geteuid() != 0)
       throw NetworkUnavailable(
           "not root: network namespaces, bridges and veth pairs need CAP_NET_ADMIN and "
@@ -334,7 +339,7 @@ class TestNetwork {
   }
 
   std::string prefix_, subnet_, switch_;
-  std::string ip_, nsenter_;
+  std::string ip_, nsenter_, setpriv_;
   std::vector<std::string> hosts_;
   std::vector<std::string> made_;  // namespaces to delete, in order of creation
 };
