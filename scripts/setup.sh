@@ -15,6 +15,7 @@ packages=(
   graphviz                                         # --explain=dot renders its pictures (dot -Tsvg)
   protobuf-compiler python3-protobuf               # tests/tools/read_events.py: event files
   python3-yaml                                     # tests/tools/check_deploy.py: deploy/kubernetes
+  iproute2                                         # ip: test_multi_host's network namespaces
 )
 
 missing=()

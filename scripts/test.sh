@@ -4,6 +4,11 @@
 # Usage: scripts/test.sh [--quick]   (--quick: the normal build only)
 # The release pass is the plain -DCMAKE_BUILD_TYPE=Release build (-O3) a user types.
 # PSFLOW_WERROR=ON (as .ci/run sets it) makes compiler warnings errors in psflow's own targets.
+# Which pass runs what: the release pass runs every test, including the wall-clock-timed ones
+# (the trainer and CTR runs, trainer_failures, and multi_host: tasks on separate hosts in network
+# namespaces, which needs root). The sanitizer passes run the rest: CMake leaves the timed tests
+# out of a PSFLOW_SANITIZE build (and the trainer programs unbuilt); the packaging checks run in
+# the release pass only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
