@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
+#include <string>
 
 #include "psflow/distributed/wire.hpp"
 
@@ -27,6 +29,18 @@ struct ServerOptions {
   bool log = true;
   // Also log what this task does for others: partitions registered, steps run, tensors sent.
   bool explain = false;
+  // Where to listen: "" = on the task's own cluster address (TF's way); "0.0.0.0" = every IPv4
+  // interface, "::" or "[::]" = every interface; or one host / IP. The port is the cluster's.
+  std::string bind_address;
+  // The cluster's shared secret (docs/security.md): when set, only tasks that know it may
+  // connect, proving so at connect time (distributed/cluster_auth.hpp). Every task needs the
+  // same one. Default: the environment variable PSFLOW_CLUSTER_SECRET ("" when unset: none).
+  std::string cluster_secret = [] {
+    const char* secret = std::getenv("PSFLOW_CLUSTER_SECRET");
+    return std::string(secret ? secret : "");
+  }();
+  // Deadline of that check at connect, both ways (also run, cheaply, without a secret).
+  std::chrono::milliseconds handshake_timeout{5000};
 };
 
 }  // namespace psflow
