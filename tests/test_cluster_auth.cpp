@@ -21,8 +21,12 @@
 #include "psflow/core/log.hpp"
 #include "psflow/distributed/cluster_auth.hpp"
 #include "psflow/distributed/host_port.hpp"
+#include "psflow/distributed/master_session.hpp"
 #include "psflow/distributed/server.hpp"
 #include "psflow/distributed/task_flags.hpp"
+#include "psflow/graph/state_ops.hpp"
+#include "psflow/graph/variable.hpp"
+#include "psflow/train/monitored_session.hpp"
 #include "support/child_process.hpp"
 #include "support/demo_command.hpp"
 #include "support/error_message.hpp"
@@ -345,6 +349,43 @@ TEST_CASE("no secret or a wrong one is refused at once with Unauthenticated, log
   Server member(cluster, "worker", 0, options_with("the-right-secret"));
   CHECK(member.stop_task("ps", 0, 5s));
   ps.join();
+}
+
+TEST_CASE("MonitoredTrainingSession does not retry Unauthenticated: it fails at once") {
+  const ClusterSpec cluster(
+      {{"ps", {loopback(reserve_port())}}, {"worker", {loopback(reserve_port())}}});
+  Server ps(cluster, "ps", 0, options_with("the-ps-secret"));
+  Server worker(cluster, "worker", 0, options_with("the-worker-secret"));
+  Graph g;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    get_variable(g, "v", {2}, constant_initializer(1));
+  }
+  train::MonitoredTrainingSessionOptions options;
+  options.master = worker.target();
+  options.recovery_deadline_secs = 60;  // retried, it would take a minute
+  options.log_step_count_steps = 0;
+  const auto start = Clock::now();
+  CHECK_THROWS_AS(train::MonitoredTrainingSession(g, options), Unauthenticated);
+  CHECK(Clock::now() - start < 20s);
+  ps.stop();
+}
+
+TEST_CASE("a client that says nothing is dropped after the handshake timeout, logged") {
+  LogCapture log;
+  const std::string ps_address = loopback(reserve_port());
+  ServerOptions options = options_with("the-right-secret", /*log=*/true);
+  options.handshake_timeout = 300ms;
+  Server ps(ClusterSpec({{"ps", {ps_address}}}), "ps", 0, options);
+  asio::io_context io;
+  tcp::socket socket(io);
+  const auto host_port = detail::split_host_port(ps_address);
+  socket.connect({asio::ip::make_address(host_port.host),
+                  static_cast<unsigned short>(std::stoi(host_port.port))});
+  CHECK(read_bytes(socket, 40).substr(0, 4) == "PSFA");  // the greeting, then nothing
+  CHECK(log.wait_for("no handshake within 0.3 s"));
+  CHECK_THAT(log.text(), Catch::Contains("rejected client 127.0.0.1:"));
+  CHECK(read_bytes(socket, 1).empty());  // closed
 }
 
 TEST_CASE("a client with a secret is refused by a task without one") {

@@ -179,7 +179,7 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
         boost::asio::bind_executor(strand_, [self = shared_from_this(), then](
                                                 const boost::system::error_code& ec, std::size_t) {
           if (self->finished_) return;
-          if (ec) return self->io_failed(ec, false);
+          if (ec) return self->io_failed(ec, !self->received_);
           self->run(then);
         }));
   }
@@ -190,7 +190,8 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
                                 strand_, [self = shared_from_this(), then](
                                              const boost::system::error_code& ec, std::size_t got) {
                                   if (self->finished_) return;
-                                  if (ec) return self->io_failed(ec, got == 0);
+                                  if (ec) return self->io_failed(ec, got == 0 && !self->received_);
+                                  self->received_ = true;
                                   self->run(then);
                                 }));
   }
@@ -201,9 +202,11 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
       finish(Status(e.code(), e.message()));
     }
   }
-  // `nothing_read`: a read that failed before its first byte.
+  // `nothing_read`: the peer never sent a byte.
   void io_failed(const boost::system::error_code& ec, bool nothing_read) {
-    const bool closed = ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset;
+    const bool closed = ec == boost::asio::error::eof ||
+                        ec == boost::asio::error::connection_reset ||
+                        ec == boost::asio::error::broken_pipe;
     if (role_ == AuthRole::server && closed && nothing_read)
       return finish(Status(ErrorCode::aborted, "closed the connection before the handshake"));
     const std::string what = closed ? "closed the connection" : "failed (" + ec.message() + ")";
@@ -225,10 +228,9 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
     if (has_secret()) server_nonce_ = random_nonce();
     put_head(has_secret() ? 1 : 0);
     put(kHead, server_nonce_);
-    read(kClientGreeting, &AuthHandshake::server_judge);  // the client answers our greeting
-    write(kGreeting, &AuthHandshake::nothing);
+    write(kGreeting, &AuthHandshake::server_read_client);
   }
-  void nothing() {}
+  void server_read_client() { read(kClientGreeting, &AuthHandshake::server_judge); }
   void server_judge() {
     if (!good_head()) return not_psflow();
     const bool client_secret = in_[5] == 1;
@@ -324,6 +326,7 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
   AuthBytes server_nonce_{};
   AuthBytes client_nonce_{};
   bool finished_ = false;
+  bool received_ = false;  // a read completed: the peer said something
 };
 
 inline void authenticate(std::shared_ptr<boost::asio::ip::tcp::socket> socket, AuthRole role,
