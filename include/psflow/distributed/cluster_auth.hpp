@@ -209,10 +209,11 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
                         ec == boost::asio::error::broken_pipe;
     if (role_ == AuthRole::server && closed && nothing_read)
       return finish(Status(ErrorCode::aborted, "closed the connection before the handshake"));
-    const std::string what = closed ? "closed the connection" : "failed (" + ec.message() + ")";
-    finish(Status(ErrorCode::unavailable,
-                  (role_ == AuthRole::server ? "the connection " : peer_ + ": the connection ") +
-                      what + " during the handshake"));
+    const std::string what = closed ? "was closed by the peer" : "failed (" + ec.message() + ")";
+    finish(Status(
+        ErrorCode::unavailable,
+        (role_ == AuthRole::server ? "the connection " : "the connection to " + peer_ + " ") +
+            what + " during the handshake"));
   }
   void not_psflow() {
     finish(Status(ErrorCode::unavailable,
