@@ -18,3 +18,6 @@ else()
 endif()
 find_package(nlohmann_json REQUIRED)
 find_package(ZLIB REQUIRED)
+# libcrypto (libssl-dev): HMAC-SHA256 and random nonces of the cluster handshake
+# (distributed/cluster_auth.hpp).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)

@@ -16,6 +16,7 @@ packages=(
   protobuf-compiler python3-protobuf               # tests/tools/read_events.py: event files
   python3-yaml                                     # tests/tools/check_deploy.py: deploy/kubernetes
   iproute2                                         # ip: test_multi_host's network namespaces
+  libssl-dev                                       # libcrypto: the cluster secret's HMAC handshake
 )
 
 missing=()

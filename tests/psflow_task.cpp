@@ -7,9 +7,8 @@
 int main(int argc, char** argv) {
   try {
     const auto flags = psflow::TaskFlags::parse(argc, argv);
-    psflow::ServerOptions options;
-    options.checkpoint_dir = flags.checkpoint_dir;  // its own shard directory
-    psflow::Server server(flags.cluster, flags.job_name, flags.task_index, options);
+    // --checkpoint_dir (its own shard directory), --bind_all, --secret_file
+    psflow::Server server(flags.cluster, flags.job_name, flags.task_index, flags.server_options());
     server.join();
     return 0;
   } catch (const psflow::Error& e) {

@@ -42,6 +42,10 @@ Flags (defaults in parentheses):
                                  initializes the variables and saves
   --interval_ms (1000)           pause between two results (0: none)
   --connect_timeout_s (30)       how long to wait for the ps to come up
+  --bind_all                     listen on every interface, not only on this task's address
+  --secret_file                  a file with the cluster secret: only tasks that know it get in
+                                 (default: the environment variable PSFLOW_CLUSTER_SECRET; see
+                                 docs/security.md)
   --explain, --explain=words     the worker prints where each op runs and what crosses processes;
                                  the ps logs what it does each step
   --explain=dot --explain_dir (.)   the worker writes add_mul_div_graph.dot (and .svg with
@@ -178,7 +182,7 @@ int main(int argc, char** argv) {
     const DemoFlags flags = parse_flags(argc, argv);
     if (!flags.distributed) return run_worker(flags, nullptr);
 
-    psflow::ServerOptions options;
+    psflow::ServerOptions options = flags.task.server_options();  // --bind_all, --secret_file
     options.connect_timeout =
         std::chrono::milliseconds(static_cast<long>(flags.connect_timeout_s * 1000));
     options.explain = flags.explain.mode == explain_flag::ExplainFlag::Mode::words;

@@ -100,6 +100,9 @@ Flags of every task (defaults in parentheses):
   --slurm_jobs=ps:1,worker:3 --slurm_port_base (8888)   instead: the cluster and this task from
                                  the Slurm step (deploy/slurm/psflow.sbatch)
   --connect_timeout_s (30)       how long to wait for a task that is not up yet
+  --bind_all                     listen on every interface, not only on this task's address
+  --secret_file                  a file with the cluster secret: only tasks that know it get in
+                                 (default: the environment variable PSFLOW_CLUSTER_SECRET)
   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
   --progress (auto)              a line with the global step, steps/s, ETA and loss: auto: on a
@@ -337,10 +340,10 @@ inline int run_task(const std::function<TaskOptions()>& parse,
     if (options.task.job_name != "ps" && options.task.job_name != "worker")
       throw psflow::InvalidArgument("--job_name='" + options.task.job_name +
                                     "': " + program_name() + " runs ps and worker tasks");
-    psflow::ServerOptions server_options;
+    psflow::ServerOptions server_options =
+        options.task.server_options();  // --bind_all, --checkpoint_dir, ...
     server_options.connect_timeout =
         std::chrono::milliseconds(static_cast<long>(options.connect_timeout_s * 1000));
-    server_options.checkpoint_dir = options.task.checkpoint_dir;  // a ps's own shard directory
     psflow::Server server(options.task.cluster, options.task.job_name, options.task.task_index,
                           server_options);
     if (options.task.job_name == "ps") {

@@ -1,6 +1,8 @@
-// Builds and runs a tiny graph through an installed psflow package.
+// Builds and runs a tiny graph through an installed psflow package, and connects two Servers
+// that share a cluster secret (so the package's OpenSSL dependency links and works).
 #include <iostream>
 #include <psflow/psflow.hpp>
+#include <string>
 
 int main() {
   psflow::Graph graph;
@@ -9,5 +11,14 @@ int main() {
   psflow::Session sess(graph);
   sess.run(psflow::global_variables_initializer(graph));
   std::cout << psflow::repr(sess.run({w + b})[0]) << "\n";
+
+  psflow::ServerOptions options;
+  options.log = false;
+  options.cluster_secret = "the-consumer's-secret";
+  psflow::Server ps(psflow::ClusterSpec({{"ps", {"127.0.0.1:0"}}}), "ps", 0, options);
+  const std::string ps_address = ps.target().substr(std::string("psflow://").size());
+  psflow::Server worker(psflow::ClusterSpec({{"ps", {ps_address}}, {"worker", {"127.0.0.1:0"}}}),
+                        "worker", 0, options);
+  if (worker.peer_incarnation("/job:ps/replica:0/task:0") != ps.incarnation()) return 1;
   return 0;
 }

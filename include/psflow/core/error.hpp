@@ -24,9 +24,14 @@ enum class ErrorCode {
   deadline_exceeded,
   data_loss,
   internal,
-  out_of_range,  // an input ran out, e.g. a closed queue: the normal end of a loop (TF's
-                 // OutOfRange)
+  out_of_range,     // an input ran out, e.g. a closed queue: the normal end of a loop (TF's
+                    // OutOfRange)
+  unauthenticated,  // a peer is not a member of the cluster (no or another cluster secret);
+                    // never retried: it stays so until the secrets are fixed
 };
+
+// The last code; the wire rejects codes beyond it.
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::unauthenticated;
 
 inline std::string_view error_code_name(ErrorCode code) {
   switch (code) {
@@ -52,6 +57,8 @@ inline std::string_view error_code_name(ErrorCode code) {
       return "Internal";
     case ErrorCode::out_of_range:
       return "OutOfRange";
+    case ErrorCode::unauthenticated:
+      return "Unauthenticated";
   }
   return "Unknown";
 }
@@ -86,6 +93,7 @@ PSFLOW_DEFINE_ERROR(DeadlineExceeded, deadline_exceeded)
 PSFLOW_DEFINE_ERROR(DataLoss, data_loss)
 PSFLOW_DEFINE_ERROR(Internal, internal)
 PSFLOW_DEFINE_ERROR(OutOfRange, out_of_range)
+PSFLOW_DEFINE_ERROR(Unauthenticated, unauthenticated)
 #undef PSFLOW_DEFINE_ERROR
 
 // Throws the psflow::Error subclass that matches `code`.
@@ -109,6 +117,8 @@ PSFLOW_DEFINE_ERROR(OutOfRange, out_of_range)
       throw DataLoss(message);
     case ErrorCode::out_of_range:
       throw OutOfRange(message);
+    case ErrorCode::unauthenticated:
+      throw Unauthenticated(message);
     case ErrorCode::ok:
     case ErrorCode::internal:
       break;

@@ -18,6 +18,7 @@
 
 #include "psflow/core/device_spec.hpp"
 #include "psflow/core/error.hpp"
+#include "psflow/distributed/host_port.hpp"
 
 namespace psflow {
 
@@ -164,6 +165,11 @@ inline std::string check_address(const std::string& where, std::string_view addr
   if (!numeric || value > 65535) {
     throw InvalidArgument(quoted + ": port '" + std::string(port) +
                           "' is not an integer in 0..65535 (use 0 to let the OS pick one)");
+  }
+  try {
+    split_host_port(address);  // misplaced brackets: "[10.0.0.1:2222", "[::1]x:2222"
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(e.message() + " (" + where + ")");
   }
   if (value == 0) return {};
   std::string key(host);

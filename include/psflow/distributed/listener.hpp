@@ -1,5 +1,6 @@
-// Listener: a task's listening socket, on exactly the address its task has in the cluster, and
-// the loop that accepts connections on it. Plumbing of Server, not meant for users.
+// Listener: a task's listening socket, on exactly the address its task has in the cluster (or,
+// when asked, on every interface: ServerOptions::bind_address), and the loop that accepts
+// connections on it. Plumbing of Server, not meant for users.
 //
 // Contract: the constructor binds and listens at once (so a taken port is reported to whoever
 // creates the Server) and throws InvalidArgument when the address does not resolve,
@@ -15,6 +16,7 @@
 
 #include "psflow/core/error.hpp"
 #include "psflow/distributed/connection.hpp"
+#include "psflow/distributed/host_port.hpp"
 
 namespace psflow::detail {
 
@@ -23,11 +25,15 @@ class Listener {
   // A new connection's socket and a description of the peer ("client 127.0.0.1:51234").
   using Accept = std::function<void(asio::ip::tcp::socket, std::string description)>;
 
-  // Listens on `address` ("host:port"; port 0 picks a free one) for task `task`.
-  Listener(asio::io_context& io, const std::string& address, const std::string& task);
+  // Listens on `address` ("host:port" or "[ipv6]:port"; port 0 picks a free one) for task
+  // `task`; on `bind_address` instead of the address's host when not empty ("0.0.0.0", "::",
+  // "[::]": every interface; the port stays the address's).
+  Listener(asio::io_context& io, const std::string& address, const std::string& task,
+           const std::string& bind_address = "");
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
+  // The host of the task's address, without brackets ("::1").
   const std::string& host() const noexcept { return host_; }
   // The port listened on (the real one when the address gave port 0).
   unsigned short port() const noexcept { return port_; }
@@ -49,23 +55,36 @@ class Listener {
 
 // ---------------------------------------------------------------------------------------------
 
-inline Listener::Listener(asio::io_context& io, const std::string& address, const std::string& task)
+inline Listener::Listener(asio::io_context& io, const std::string& address, const std::string& task,
+                          const std::string& bind_address)
     : io_(io), acceptor_(io) {
-  const auto colon = address.rfind(':');
-  host_ = address.substr(0, colon);
-  const auto port = static_cast<unsigned short>(std::stoi(address.substr(colon + 1)));
+  const HostPort split = split_host_port(address);
+  host_ = split.host;
+  const auto port = static_cast<unsigned short>(std::stoi(split.port));
+  std::string bind_host = host_;
+  if (!bind_address.empty()) {
+    bind_host = bind_address;
+    if (bind_host.size() > 2 && bind_host.front() == '[' && bind_host.back() == ']')
+      bind_host = bind_host.substr(1, bind_host.size() - 2);
+  }
   boost::system::error_code ec;
   asio::ip::tcp::resolver resolver(io_);
-  auto endpoints = resolver.resolve(host_, std::to_string(port), ec);
+  auto endpoints = resolver.resolve(bind_host, std::to_string(port), ec);
   if (ec || endpoints.empty())
-    throw InvalidArgument("cannot resolve " + address + " (task " + task + "): " + ec.message());
+    throw InvalidArgument("cannot resolve " + join_host_port(bind_host, std::to_string(port)) +
+                          " (task " + task + "): " + ec.message() +
+                          (bind_address.empty() ? "" : " (check ServerOptions::bind_address)"));
   const asio::ip::tcp::endpoint endpoint = *endpoints.begin();
   acceptor_.open(endpoint.protocol(), ec);
+  // "::" listens on IPv4 too (dual stack), whatever the system's default.
+  if (!ec && endpoint.address().is_v6() && is_any_address(bind_host))
+    acceptor_.set_option(asio::ip::v6_only(false), ec);
   if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor_.bind(endpoint, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
-    throw AlreadyExists("cannot listen on " + address + " for task " + task + ": " + ec.message() +
+    throw AlreadyExists("cannot listen on " + join_host_port(bind_host, std::to_string(port)) +
+                        " for task " + task + ": " + ec.message() +
                         " (is another process using that port? pick a free one in the cluster "
                         "spec)");
   port_ = acceptor_.local_endpoint().port();
@@ -88,8 +107,8 @@ inline void Listener::accept_next() {
     if (ec) return;  // acceptor closed
     boost::system::error_code ignored;
     auto remote = socket.remote_endpoint(ignored);
-    accept_(std::move(socket),
-            "client " + remote.address().to_string() + ":" + std::to_string(remote.port()));
+    accept_(std::move(socket), "client " + join_host_port(remote.address().to_string(),
+                                                          std::to_string(remote.port())));
     accept_next();
   });
 }

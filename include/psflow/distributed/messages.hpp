@@ -53,7 +53,7 @@ struct Reply {
     load_string(ar, text);
     ar >> incarnation;
     load_string(ar, trace);
-    if (code < 0 || code > static_cast<std::int32_t>(ErrorCode::out_of_range))
+    if (code < 0 || code > static_cast<std::int32_t>(kLastErrorCode))
       throw DataLoss("reply has an unknown status code");
   }
 };
@@ -159,7 +159,7 @@ struct AbortStep {
   void load(A& ar) {
     ar >> step_id >> code;
     load_string(ar, message);
-    if (code <= 0 || code > static_cast<std::int32_t>(ErrorCode::out_of_range))
+    if (code <= 0 || code > static_cast<std::int32_t>(kLastErrorCode))
       throw DataLoss("abort has an unknown status code");
   }
 };

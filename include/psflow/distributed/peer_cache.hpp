@@ -27,7 +27,9 @@
 #include <vector>
 
 #include "psflow/core/error.hpp"
+#include "psflow/distributed/cluster_auth.hpp"
 #include "psflow/distributed/connection.hpp"
+#include "psflow/distributed/host_port.hpp"
 #include "psflow/distributed/messages.hpp"
 #include "psflow/distributed/server_options.hpp"
 #include "psflow/runtime/rendezvous.hpp"
@@ -88,6 +90,11 @@ class PeerCache {
                    Clock::time_point last_log, int attempt);
   void finish_connect(const std::string& task, Status status,
                       std::shared_ptr<Connection> connection, std::uint64_t incarnation);
+  // Connects `socket` to the first of `endpoints` that answers, then runs the cluster handshake
+  // (cluster_auth.hpp); `done` gets its outcome (a failed connect: Unavailable).
+  void connect_and_authenticate(std::shared_ptr<asio::ip::tcp::socket> socket,
+                                const asio::ip::tcp::resolver::results_type& endpoints,
+                                std::string peer, std::function<void(const Status&)> done);
 
   asio::io_context& io_;
   const ServerOptions options_;
@@ -104,6 +111,10 @@ class PeerCache {
 
 // "1.2 s"
 std::string duration_string(std::chrono::steady_clock::duration d);
+// The error when a task's host name did not resolve until the deadline.
+std::string unresolved_host_message(const std::string& host, const std::string& task,
+                                    std::chrono::steady_clock::duration waited,
+                                    const std::string& why);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -111,6 +122,14 @@ inline std::string duration_string(std::chrono::steady_clock::duration d) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
   return text;
+}
+
+inline std::string unresolved_host_message(const std::string& host, const std::string& task,
+                                           std::chrono::steady_clock::duration waited,
+                                           const std::string& why) {
+  return "could not resolve host " + host + " for task " + task + " after " +
+         duration_string(waited) + ": " + why +
+         ": check the host name in the cluster spec (and that its DNS record exists)";
 }
 
 inline PeerCache::PeerCache(asio::io_context& io, const ServerOptions& options,
@@ -223,21 +242,29 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
   }
   auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
-  const auto colon = address.rfind(':');
+  HostPort host_port;
+  try {
+    host_port = split_host_port(address);  // "[::1]:2222" resolves "::1"
+  } catch (const Error& e) {
+    return finish_connect(task, Status(e.code(), e.message()), nullptr, 0);
+  }
   resolver->async_resolve(
-      address.substr(0, colon), address.substr(colon + 1),
-      [this, task, started, deadline, last_log, attempt, socket, resolver, address](
-          const boost::system::error_code& rec, asio::ip::tcp::resolver::results_type endpoints) {
-        auto retry = [this, task, started, deadline, last_log, attempt,
-                      address](const std::string& why) {
+      host_port.host, host_port.port,
+      [this, task, started, deadline, last_log, attempt, socket, resolver, address,
+       host = host_port.host](const boost::system::error_code& rec,
+                              asio::ip::tcp::resolver::results_type endpoints) {
+        auto retry = [this, task, started, deadline, last_log, attempt, address, host](
+                         const std::string& why, bool unresolved = false) {
           const auto now = Clock::now();
           if (now >= deadline) {
-            finish_connect(task,
-                           Status(ErrorCode::unavailable,
-                                  "could not reach " + task + " at " + address + " for " +
-                                      duration_string(now - started) + " (" + why +
-                                      "): is that task running, and is its address right?"),
-                           nullptr, 0);
+            finish_connect(
+                task,
+                Status(ErrorCode::unavailable,
+                       unresolved ? unresolved_host_message(host, task, now - started, why)
+                                  : "could not reach " + task + " at " + address + " for " +
+                                        duration_string(now - started) + " (" + why +
+                                        "): is that task running, and is its address right?"),
+                nullptr, 0);
             return;
           }
           auto next_log = last_log;
@@ -253,12 +280,14 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
             try_connect(task, started, deadline, next_log, attempt + 1);
           });
         };
-        if (rec) return retry(rec.message());
-        asio::async_connect(
-            *socket, endpoints,
-            [this, task, socket, retry, address](const boost::system::error_code& ec,
-                                                 const asio::ip::tcp::endpoint&) {
-              if (ec) return retry(ec.message());
+        if (rec) return retry(rec.message(), true);  // e.g. a DNS record that is not there yet
+        connect_and_authenticate(
+            socket, endpoints, task + " at " + address,
+            [this, task, socket, retry, address](const Status& authenticated) {
+              // A refusal is final: retrying cannot change the secrets.
+              if (authenticated.code() == ErrorCode::unauthenticated)
+                return finish_connect(task, authenticated, nullptr, 0);
+              if (!authenticated.ok()) return retry(authenticated.message());
               auto connection = std::make_shared<Connection>(std::move(*socket), options_.limits,
                                                              task + " at " + address);
               adopt_(connection);
@@ -287,6 +316,19 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
                   options_.rpc_timeout);
             });
       });
+}
+
+inline void PeerCache::connect_and_authenticate(
+    std::shared_ptr<asio::ip::tcp::socket> socket,
+    const asio::ip::tcp::resolver::results_type& endpoints, std::string peer,
+    std::function<void(const Status&)> done) {
+  asio::async_connect(*socket, endpoints,
+                      [this, socket, peer = std::move(peer), done = std::move(done)](
+                          const boost::system::error_code& ec, const asio::ip::tcp::endpoint&) {
+                        if (ec) return done(Status(ErrorCode::unavailable, ec.message()));
+                        authenticate(socket, AuthRole::client, options_.cluster_secret,
+                                     options_.handshake_timeout, peer, done);
+                      });
 }
 
 inline void PeerCache::finish_connect(const std::string& task, Status status,

@@ -35,9 +35,11 @@
 
 #include "psflow/core/device_spec.hpp"
 #include "psflow/core/log.hpp"
+#include "psflow/distributed/cluster_auth.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
 #include "psflow/distributed/connection.hpp"
 #include "psflow/distributed/frame_dispatcher.hpp"
+#include "psflow/distributed/host_port.hpp"
 #include "psflow/distributed/listener.hpp"
 #include "psflow/distributed/messages.hpp"
 #include "psflow/distributed/peer_cache.hpp"
@@ -183,7 +185,8 @@ inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std
       incarnation_(detail::random_incarnation()),
       task_name_(detail::full_task_name(job_, task_index)),
       work_(asio::make_work_guard(io_)),
-      listener_(io_, cluster_.task_address(job_, task_index_), task_name_),  // throws NotFound
+      listener_(io_, cluster_.task_address(job_, task_index_), task_name_,
+                options_.bind_address),  // throws NotFound
       device_(task_name_ + "/device:CPU:0"),
       peers_(
           io_, options_, task_name_, incarnation_,
@@ -211,14 +214,22 @@ inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std
     registry().servers[target()] = this;
   }
   listener_.start([this](asio::ip::tcp::socket socket, std::string description) {
-    adopt(std::make_shared<Connection>(std::move(socket), options_.limits, std::move(description)));
+    // Only members get a Connection (cluster_auth.hpp); the handshake runs before any frame.
+    detail::admit_member(
+        std::move(socket), options_.cluster_secret, options_.handshake_timeout,
+        std::move(description), [this](const std::string& line) { log(line); },
+        [this](asio::ip::tcp::socket member, std::string peer) {
+          adopt(std::make_shared<Connection>(std::move(member), options_.limits, std::move(peer)));
+        });
   });
   io_thread_ = std::thread([this] {
     io_thread_id_.store(std::this_thread::get_id());
     io_.run();
   });
-  log("serving on " + listener_.host() + ":" + std::to_string(listener_.port()) + " (incarnation " +
-      incarnation_string(incarnation_) + ")");
+  log("serving on " + detail::join_host_port(listener_.host(), std::to_string(listener_.port())) +
+      (options_.bind_address.empty() ? "" : ", listening on " + options_.bind_address) +
+      " (incarnation " + incarnation_string(incarnation_) +
+      (options_.cluster_secret.empty() ? "" : "; members only: cluster secret set") + ")");
 }
 
 inline Server::~Server() {
@@ -236,7 +247,7 @@ inline Server::~Server() {
 }
 
 inline std::string Server::target() const {
-  return "psflow://" + listener_.host() + ":" + std::to_string(listener_.port());
+  return "psflow://" + detail::join_host_port(listener_.host(), std::to_string(listener_.port()));
 }
 
 inline void Server::log(const std::string& line) const {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 
 #include "psflow/distributed/wire.hpp"
@@ -32,6 +33,18 @@ struct ServerOptions {
   // shard of its variables is written there and read back from there (created when missing).
   // "": next to the checkpoint path the chief gives, on this task's disk (TF's way).
   std::string checkpoint_dir;
+  // Where to listen: "" = on the task's own cluster address (TF's way); "0.0.0.0" = every IPv4
+  // interface, "::" or "[::]" = every interface; or one host / IP. The port is the cluster's.
+  std::string bind_address;
+  // The cluster's shared secret (docs/security.md): when set, only tasks that know it may
+  // connect, proving so at connect time (distributed/cluster_auth.hpp). Every task needs the
+  // same one. Default: the environment variable PSFLOW_CLUSTER_SECRET ("" when unset: none).
+  std::string cluster_secret = [] {
+    const char* secret = std::getenv("PSFLOW_CLUSTER_SECRET");
+    return std::string(secret ? secret : "");
+  }();
+  // Deadline of that check at connect, both ways (also run, cheaply, without a secret).
+  std::chrono::milliseconds handshake_timeout{5000};
 };
 
 }  // namespace psflow

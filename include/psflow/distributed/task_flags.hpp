@@ -13,14 +13,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "psflow/core/error.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
+#include "psflow/distributed/server_options.hpp"
 #include "psflow/distributed/slurm_cluster.hpp"
 
 namespace psflow {
@@ -47,6 +50,11 @@ struct TaskFlags {
   std::string checkpoint_dir;
   // argv[0] and every argument that is not one of ours, in their original order.
   std::vector<std::string> remaining_args;
+  // --bind_all: listen on every interface (0.0.0.0, or :: for an IPv6 task address), not only on
+  // this task's cluster address.
+  bool bind_all = false;
+  // --secret_file: a file holding the cluster secret (docs/security.md); "" = none given.
+  std::string secret_file;
 
   // Recognised flags, as "--name=value" or "--name value" (one leading '-' works too):
   //   --ps_hosts, --worker_hosts, --chief_hosts   comma-separated host:port lists (an empty list
@@ -61,6 +69,8 @@ struct TaskFlags {
   //   --checkpoint_dir                            this task's own checkpoint directory; also
   //                                               left in remaining_args (a program's chief
   //                                               reads it as its checkpoint directory)
+  //   --bind_all[=true|false]                     listen on every interface (server_options())
+  //   --secret_file                               file with the cluster secret (server_options())
   // A "--" ends our flags; it and everything after it are left in remaining_args. When no
   // *_hosts flag is given, the cluster comes from TF_CONFIG, and so do the job name and index
   // unless --job_name / --task_index override them. Throws InvalidArgument, saying what to pass,
@@ -87,6 +97,11 @@ struct TaskFlags {
   std::string device() const;
   // This task's host:port.
   std::string address() const { return cluster.task_address(job_name, task_index); }
+  // ServerOptions with what the flags say: checkpoint_dir; bind_address for --bind_all;
+  // cluster_secret read from --secret_file (one trailing newline dropped), else
+  // PSFLOW_CLUSTER_SECRET's. Throws InvalidArgument for a secret file that cannot be read or is
+  // empty.
+  ServerOptions server_options() const;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -197,7 +212,16 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
         out.remaining_args.push_back(out.checkpoint_dir = args[++i]);
       continue;
     }
-    bool ours = name == "job_name" || name == "task_index";
+    if (name == "bind_all") {  // a switch: no value, or =true / =false
+      const std::string_view value =
+          eq == std::string_view::npos ? std::string_view("true") : body.substr(eq + 1);
+      if (value != "true" && value != "false" && value != "1" && value != "0")
+        throw InvalidArgument("--bind_all takes no value, or =true / =false (got '" +
+                              std::string(value) + "')");
+      out.bind_all = value == "true" || value == "1";
+      continue;
+    }
+    bool ours = name == "job_name" || name == "task_index" || name == "secret_file";
     for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
     ours = ours || name == "slurm_jobs" || name == "slurm_port_base";
     if (!ours) {
@@ -213,7 +237,10 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       throw InvalidArgument("flag --" + std::string(name) + " needs a value (--" +
                             std::string(name) + "=<value>); " + usage);
     }
-    if (name == "job_name") {
+    if (name == "secret_file") {
+      if (value.empty()) throw InvalidArgument("--secret_file is empty; give the secret's file");
+      out.secret_file = value;
+    } else if (name == "job_name") {
       job_flag = value;
     } else if (name == "task_index") {
       index_flag = value;
@@ -313,5 +340,29 @@ inline bool TaskFlags::is_chief() const {
 }
 
 inline std::string TaskFlags::device() const { return detail::task_name(job_name, task_index); }
+
+inline ServerOptions TaskFlags::server_options() const {
+  ServerOptions options;
+  // Every IPv4 interface; every interface when the task's own address is an IPv6 literal ("::"
+  // would fail where IPv6 is switched off, as in some containers).
+  options.checkpoint_dir = checkpoint_dir;  // a ps's own shard directory
+  if (bind_all) options.bind_address = address().find('[') == 0 ? "::" : "0.0.0.0";
+  if (!secret_file.empty()) {
+    std::ifstream in(secret_file, std::ios::binary);
+    std::ostringstream text;
+    if (in) text << in.rdbuf();
+    if (!in || in.bad())
+      throw InvalidArgument("cannot read --secret_file '" + secret_file +
+                            "': give a readable file holding the cluster secret");
+    std::string secret = text.str();
+    if (secret.ends_with('\n')) secret.pop_back();
+    if (secret.ends_with('\r')) secret.pop_back();
+    if (secret.empty())
+      throw InvalidArgument("--secret_file '" + secret_file +
+                            "' is empty: put the cluster secret in it (e.g. openssl rand -hex 32)");
+    options.cluster_secret = std::move(secret);
+  }
+  return options;
+}
 
 }  // namespace psflow
