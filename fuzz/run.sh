@@ -97,7 +97,7 @@ for t in "${ready[@]}"; do
   regressions=()
   if [ -d "fuzz/regressions/$t" ]; then
     while IFS= read -r -d '' f; do regressions+=("$f"); done \
-      < <(find "fuzz/regressions/$t" -type f ! -name '*.md' -print0 | sort -z)
+      < <(find "fuzz/regressions/$t" -type f ! -name '*.md' ! -name '.*' -print0 | sort -z)
   fi
   [ ${#regressions[@]} -gt 0 ] || continue
   echo "=== fuzz: $t: replaying ${#regressions[@]} regression inputs ==="
