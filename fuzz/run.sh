@@ -10,6 +10,7 @@
 #   PSFLOW_FUZZ_JOBS=N             targets built and fuzzed at once (default: nproc)
 #   PSFLOW_FUZZ_BUILD_LOCK=FILE    compile under flock FILE (a shared build machine)
 #   PSFLOW_FUZZ_BUILD_DIR=DIR      binaries, logs, working corpora, crash artifacts (build-fuzz)
+#   PSFLOW_FUZZ_SKIP_BUILD=1       reuse the binaries already in DIR (e.g. built under a lock)
 # The committed corpora are only read: new inputs go to DIR/corpus/<target>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,10 @@ spawn() {
 build_one() {  # target; writes $out/<target>.build.rc
   local t=$1
   local rc=0
+  if [ "${PSFLOW_FUZZ_SKIP_BUILD:-0}" = 1 ] && [ -x "$out/$t" ]; then
+    echo 0 >"$out/$t.build.rc"
+    return
+  fi
   "${lock[@]}" "$cxx" "${cxxflags[@]}" "fuzz/targets/$t.cpp" -o "$out/$t" "${libs[@]}" \
     >"$out/$t.build.log" 2>&1 || rc=$?
   echo "$rc" >"$out/$t.build.rc"
