@@ -17,6 +17,7 @@ packages=(
   python3-yaml                                     # tests/tools/check_deploy.py: deploy/kubernetes
   iproute2                                         # ip: test_multi_host's network namespaces
   libssl-dev                                       # libcrypto: the cluster secret's HMAC handshake
+  clang-14 libclang-rt-14-dev                      # fuzz/run.sh: libFuzzer with ASan+UBSan
 )
 
 missing=()

@@ -2,7 +2,13 @@
 # Installs what is missing, builds everything and runs the whole test suite three times:
 # a normal optimised build, then under AddressSanitizer+UBSan, then under ThreadSanitizer.
 # Usage: scripts/test.sh [--quick]   (--quick: the normal build only)
-# The release pass is the plain -DCMAKE_BUILD_TYPE=Release build (-O3) a user types.
+# Which pass runs what:
+#   release    the plain -DCMAKE_BUILD_TYPE=Release build (-O3) a user types: every test, the
+#              packaging checks, then fuzz/run.sh (clang-14 libFuzzer targets: each replays its
+#              fuzz/regressions/ inputs, then fuzzes PSFLOW_FUZZ_SECONDS, default 45 s per
+#              target, 0 to replay only; see fuzz/README.md)
+#   asan       Debug, -DPSFLOW_SANITIZE=address (ASan+UBSan): every test but the packaging checks
+#   tsan       Debug, -DPSFLOW_SANITIZE=thread: the same under ThreadSanitizer
 # PSFLOW_WERROR=ON (as .ci/run sets it) makes compiler warnings errors in psflow's own targets.
 # Which pass runs what: the release pass runs every test, including the wall-clock-timed ones
 # (the trainer and CTR runs, trainer_failures, and multi_host: tasks on separate hosts in network
@@ -26,6 +32,8 @@ run_suite() {  # name, build dir, extra cmake args...
 }
 
 run_suite "release" build -DCMAKE_BUILD_TYPE=Release "$werror"
+echo "=== psflow fuzzing (release pass) ==="
+./fuzz/run.sh
 if [ "${1:-}" != "--quick" ]; then
   # Sanitizer builds skip the packaging checks (install, consumer project, header-by-header
   # compilation): they test the build, not the runtime, and the release pass covered them.

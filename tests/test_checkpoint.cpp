@@ -428,3 +428,25 @@ TEST_CASE("a sliced file that lies about its slices is DataLoss, a gap is NotFou
     CHECK_THAT(data_loss_message(path), Catch::Contains(path));
   }
 }
+
+// Found by fuzzing (fuzz/targets/checkpoint.cpp; inputs in fuzz/regressions/checkpoint/).
+TEST_CASE("fuzz regression: slices of a huge or overflowing full shape are NotFound, unallocated") {
+  TempDir dir("checkpoint");
+  const auto path = dir.file("x.psflow");
+  // 2^62 x 4 elements wrap to 0 in a size_t: the assembled tensor used to get a 0-byte buffer
+  // that the slice was then copied into. 2^40 elements would ask for 4 TiB.
+  const std::vector<train::CheckpointEntry> cases = {
+      {"t", Tensor::from_vector<float>(std::vector<float>(16, 1.0f), {4, 4}),
+       train::CheckpointSlice{{std::size_t{1} << 62, 4}, {0, 0}}},
+      {"t", Tensor::from_vector<float>({1, 2}, {2, 1}),
+       train::CheckpointSlice{{std::size_t{1} << 40, 1}, {0, 0}}},
+  };
+  for (const auto& entry : cases) {
+    INFO(shape_string(entry.slice->full_shape));
+    train::write_checkpoint_entries(path, {entry});
+    CHECK(train::read_checkpoint_entries(path).size() == 1);
+    CHECK_THROWS_AS(train::read_checkpoint(path), NotFound);
+    CHECK_THROWS_WITH(train::read_checkpoint(path),
+                      Catch::Contains("'t'") && Catch::Contains("the slices hold"));
+  }
+}

@@ -619,4 +619,32 @@ TEST_CASE("TaskFlags Slurm flags: errors say what to pass") {
                                 std::make_unique<SlurmEnvironment>().get());
              }),
              Contains("neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST"));
+// ---- Found by fuzzing (fuzz/targets/cluster_spec.cpp, tf_config.cpp; fuzz/regressions/) -------
+
+TEST_CASE("fuzz regression: a non-ASCII address is InvalidArgument, so TF_CONFIG can be written") {
+  // Such an address used to be accepted, and to_tf_config_json then threw nlohmann's type_error
+  // (invalid UTF-8) instead of writing the TF_CONFIG.
+  for (const std::string address : {"h\xff:2222", "h\xc3\xa9:2222", "h\x01:2222"}) {
+    CHECK_THROWS_AS(ClusterSpec({{"ps", {address}}}), psflow::InvalidArgument);
+    CHECK_THAT(error_of([&] {
+                 ClusterSpec({{"ps", {address}}});
+               }),
+               Contains("not printable ASCII"));
+    CHECK_THAT(error_of([&] {
+                 TaskFlags::parse({"prog", "--ps_hosts=" + address}, std::nullopt);
+               }),
+               Contains("not printable ASCII"));
+  }
+  CHECK_THAT(error_of([] { ClusterSpec::from_tf_config(R"({"cluster": {"ps": ["h\u00e9:1"]}})"); }),
+             Contains("not printable ASCII"));
+}
+
+TEST_CASE("fuzz regression: a number JSON cannot hold in TF_CONFIG is InvalidArgument") {
+  // nlohmann reports 1e999 as out_of_range, not parse_error: it used to escape untyped.
+  const std::string config =
+      R"({"cluster": {"ps": ["h:1"]}, "task": {"type": "ps", "index": 1e999}})";
+  CHECK_THROWS_AS(TfConfig::parse(config), psflow::InvalidArgument);
+  CHECK_THROWS_AS(ClusterSpec::from_tf_config(config), psflow::InvalidArgument);
+  CHECK_THAT(error_of([&] { TaskFlags::parse({"prog"}, config); }),
+             Contains("TF_CONFIG is not valid JSON") && Contains("number overflow"));
 }

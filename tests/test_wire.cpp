@@ -199,3 +199,32 @@ TEST_CASE(
   std::memcpy(lying.data(), &huge, sizeof huge);
   CHECK_THROWS_WITH(wire::decode<wire::RunGraph>(lying, "run_graph"), Catch::Contains("claims"));
 }
+
+// Found by fuzzing (fuzz/targets/wire_frame.cpp; inputs in fuzz/regressions/wire_frame/).
+TEST_CASE("fuzz regression: a boolean byte other than 0 or 1 is DataLoss, never read as a bool") {
+  auto graph_with = [](const AttrValue& value) {
+    wire::RegisterGraph message;
+    message.graph.nodes.push_back(NodeDef{"n", "NoOp", {}, "", {}});
+    message.graph.nodes.back().attrs["a"] = value;
+    return wire::encode(message);
+  };
+  // A bool attribute is the message's last byte: 2 used to be loaded straight into a bool.
+  std::string bytes = graph_with(true);
+  CHECK(std::get<bool>(
+      wire::decode<wire::RegisterGraph>(bytes, "register_graph").graph.nodes[0].attrs.at("a")));
+  bytes.back() = 2;
+  CHECK_THROWS_AS(wire::decode<wire::RegisterGraph>(bytes, "register_graph"), DataLoss);
+  CHECK_THROWS_WITH(wire::decode<wire::RegisterGraph>(bytes, "register_graph"),
+                    Catch::Contains("boolean attribute holds 2"));
+
+  // The same for a bool tensor's bytes, in an attribute and in a frame's payload.
+  bytes = graph_with(Tensor::from_vector<bool>({true, false}));
+  bytes.back() = 7;
+  CHECK_THROWS_WITH(wire::decode<wire::RegisterGraph>(bytes, "register_graph"),
+                    Catch::Contains("bool tensor holding the byte 7"));
+  std::vector<Tensor> payload = {Tensor::from_vector<float>({1.5f}),
+                                 Tensor::from_vector<bool>({false, true})};
+  CHECK_NOTHROW(wire::check_payload(payload));
+  static_cast<unsigned char*>(payload[1].raw_data())[0] = 0xff;
+  CHECK_THROWS_AS(wire::check_payload(payload), DataLoss);
+}

@@ -141,6 +141,14 @@ inline std::string check_address(const std::string& where, std::string_view addr
   if (has_whitespace(address)) {
     throw InvalidArgument(quoted + " contains whitespace; remove it (write 'host:port')");
   }
+  for (char c : address) {
+    // Host names and IP addresses are ASCII; other bytes could not even be written as TF_CONFIG.
+    if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) {
+      throw InvalidArgument(quoted + " contains a byte that is not printable ASCII (code " +
+                            std::to_string(static_cast<unsigned char>(c)) +
+                            "); write the host as an ASCII name or an IP address");
+    }
+  }
   if (address.find("://") != std::string_view::npos) {
     throw InvalidArgument(quoted + " has a scheme; cluster addresses are plain host:port," +
                           example);
@@ -192,7 +200,7 @@ inline nlohmann::json parse_json(std::string_view text, const std::string& what,
                                  const std::string& expected) {
   try {
     return nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw InvalidArgument(what + " is not valid JSON (" + e.what() + "); expected " + expected);
   }
 }

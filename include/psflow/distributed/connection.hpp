@@ -416,6 +416,11 @@ inline void Connection::parse_frames() {
 }
 
 inline void Connection::deliver() {
+  try {
+    wire::check_payload(incoming_.tensors);
+  } catch (const Error& e) {
+    return close_now(Status(ErrorCode::data_loss, e.message()), true);
+  }
   HeldWrites replies;  // what the handlers send leaves when they are done, together
   wire::Frame frame = std::move(incoming_);
   if (frame.type == wire::MessageType::reply) {

@@ -8,6 +8,7 @@
 // a check is reported as DataLoss so that only its connection is closed.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <boost/archive/binary_iarchive.hpp>
 #include <boost/archive/binary_oarchive.hpp>
@@ -197,6 +198,22 @@ inline std::vector<Tensor> allocate_from_table(std::string_view table, const Fra
   return tensors;
 }
 
+// A bool tensor's bytes must each be 0 or 1: anything else is undefined behaviour when read.
+inline void check_bool_bytes(const Tensor& t, const std::string& what) {
+  if (t.dtype() != DType::boolean) return;
+  const auto* bytes = static_cast<const unsigned char*>(t.raw_data());
+  for (std::size_t i = 0; i < t.nbytes(); ++i)
+    if (bytes[i] > 1)
+      throw DataLoss(what + " is a bool tensor holding the byte " + std::to_string(bytes[i]) +
+                     " (only 0 and 1 are booleans)");
+}
+
+// Checks what the payload put into a frame's tensors (once all of it has arrived): DataLoss for
+// a bool byte other than 0 or 1.
+inline void check_payload(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors) check_bool_bytes(t, "a tensor in the frame");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Metadata: Boost.Serialization binary archives. Strings and sequences are written as a count
 // followed by their elements, and read back only after checking the count against the bytes
@@ -337,7 +354,10 @@ void load_sequence(Archive& ar, std::vector<T>& items, LoadOne load_one) {
   std::uint64_t n = 0;
   ar >> n;
   items.clear();
-  items.reserve(detail::checked_count(n, 1));
+  // The count is checked against the bytes left, but reserved only up to a small batch: one
+  // byte of a hostile message must not buy sizeof(T) bytes of memory up front.
+  items.reserve(
+      static_cast<std::size_t>(std::min<std::uint64_t>(detail::checked_count(n, 1), 1024)));
   for (std::uint64_t i = 0; i < n; ++i) {
     items.emplace_back();
     load_one(ar, items.back());
@@ -369,6 +389,7 @@ void load_tensor(Archive& ar, Tensor& t) {
   detail::checked_count(bytes, 1);
   t = Tensor::uninitialized(static_cast<DType>(dtype), Shape(dims.begin(), dims.end()));
   if (bytes) ar.load_binary(t.raw_data(), bytes);
+  check_bool_bytes(t, "a tensor in the message");
 }
 
 template <class Archive>
@@ -396,10 +417,11 @@ void load_attr(Archive& ar, AttrValue& v) {
   std::uint8_t index = 0;
   ar >> index;
   switch (index) {
-    case 0: {
-      bool x;
+    case 0: {  // a byte, not a bool: any other value than 0 or 1 would be undefined as a bool
+      std::uint8_t x = 0;
       ar >> x;
-      v = x;
+      if (x > 1) throw DataLoss("a boolean attribute holds " + std::to_string(x));
+      v = x == 1;
       break;
     }
     case 1: {

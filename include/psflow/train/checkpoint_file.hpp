@@ -593,6 +593,28 @@ inline std::optional<Tensor> stored_block(const StoredTensor& stored,
                                           const Shape& lengths, std::string* missing) {
   for (const auto* part : stored.parts)
     if (part->tensor.shape() == lengths && entry_offset(*part) == offset) return part->tensor;
+  // The block's size comes from the file (a slice's full shape): the disjoint parts can cover
+  // it only if they hold as many elements, so a larger block (or one whose count overflows)
+  // is missing elements before anything is allocated for it.
+  std::size_t needed = 1, held = 0;
+  bool overflow = false;
+  if (std::find(lengths.begin(), lengths.end(), std::size_t{0}) != lengths.end()) {
+    needed = 0;
+  } else {
+    for (std::size_t d : lengths) {
+      overflow = overflow || needed > SIZE_MAX / d;
+      if (!overflow) needed *= d;
+    }
+  }
+  for (const auto* part : stored.parts) held += part->tensor.size();
+  if (overflow || needed > held) {
+    if (missing)
+      *missing = uncovered_block(stored, offset, lengths) + " (the slices hold " +
+                 std::to_string(held) + " elements, the block needs " +
+                 (overflow ? "more than " + std::to_string(SIZE_MAX) : std::to_string(needed)) +
+                 ")";
+    return std::nullopt;
+  }
   Tensor out = Tensor::uninitialized(stored.dtype, lengths);
   std::size_t copied = 0;
   for (const auto* part : stored.parts)

@@ -1,0 +1,36 @@
+// Properties of a ClusterSpec that parsed, shared by the cluster_spec and tf_config targets:
+// it writes out as JSON and TF_CONFIG that read back as the same cluster and task, and its task
+// names are device strings naming those tasks.
+#pragma once
+
+#include <string>
+
+#include "fuzz_common.hpp"
+#include "psflow/distributed/task_flags.hpp"
+
+namespace psflow::fuzz {
+
+inline void check_cluster(const ClusterSpec& spec) {
+  const std::string json = spec.to_json();
+  fuzz::check(ClusterSpec::from_tf_config("{\"cluster\": " + json + "}") == spec,
+              "cluster " + json + " does not read back from its JSON");
+  std::size_t checked = 0;
+  for (const auto& [job, tasks] : spec.as_map()) {
+    fuzz::check(spec.has_job(job) && spec.num_tasks(job) == tasks.size(), "job lookup fails");
+    for (std::size_t i = 0; i < tasks.size() && checked < 64; ++i, ++checked) {
+      fuzz::check(spec.task_address(job, i) == tasks[i], "task_address disagrees");
+      const std::string config = spec.to_tf_config_json(job, i);
+      const TfConfig back = TfConfig::parse(config);
+      fuzz::check(back.cluster == spec && back.task_type == job && back.task_index == i,
+                  "TF_CONFIG " + config + " does not read back as the task it was written for");
+      const std::string device = detail::full_task_name(job, i);
+      const DeviceSpec parsed = DeviceSpec::parse(device);
+      fuzz::check(parsed.job == job && parsed.task == static_cast<int>(i) &&
+                      detail::task_of_device(device) == device,
+                  "task name " + device + " is not the device string of its task");
+    }
+  }
+  for (const std::string& device : spec.task_devices()) (void)DeviceSpec::parse(device);
+}
+
+}  // namespace psflow::fuzz
