@@ -619,6 +619,8 @@ TEST_CASE("TaskFlags Slurm flags: errors say what to pass") {
                                 std::make_unique<SlurmEnvironment>().get());
              }),
              Contains("neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST"));
+}
+
 // ---- Found by fuzzing (fuzz/targets/cluster_spec.cpp, tf_config.cpp; fuzz/regressions/) -------
 
 TEST_CASE("fuzz regression: a non-ASCII address is InvalidArgument, so TF_CONFIG can be written") {
