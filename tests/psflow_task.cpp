@@ -1,12 +1,13 @@
 // A plain psflow task for multi-process tests: serves its cluster address until told to stop.
 //   psflow_task --ps_hosts=... --worker_hosts=... --job_name=ps --task_index=0
+//               [--heartbeat_timeout_s=10]
 #include <iostream>
 #include <psflow/psflow.hpp>
 
 int main(int argc, char** argv) {
   try {
     const auto flags = psflow::TaskFlags::parse(argc, argv);
-    psflow::Server server(flags.cluster, flags.job_name, flags.task_index);
+    psflow::Server server(flags.cluster, flags.job_name, flags.task_index, flags.server_options());
     server.join();
     return 0;
   } catch (const psflow::Error& e) {

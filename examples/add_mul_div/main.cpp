@@ -39,6 +39,7 @@ Flags (defaults in parentheses):
                                  initializes the variables and saves
   --interval_ms (1000)           pause between two results (0: none)
   --connect_timeout_s (30)       how long to wait for the ps to come up
+  --heartbeat_timeout_s (10)     a peer silent this long is declared dead (0: never)
   --explain, --explain=words     the worker prints where each op runs and what crosses processes;
                                  the ps logs what it does each step
   --explain=dot --explain_dir (.)   the worker writes add_mul_div_graph.dot (and .svg with
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
     const DemoFlags flags = parse_flags(argc, argv);
     if (!flags.distributed) return run_worker(flags, nullptr);
 
-    psflow::ServerOptions options;
+    psflow::ServerOptions options = flags.task.server_options();
     options.connect_timeout =
         std::chrono::milliseconds(static_cast<long>(flags.connect_timeout_s * 1000));
     options.explain = flags.explain.mode == explain_flag::ExplainFlag::Mode::words;

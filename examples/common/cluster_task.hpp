@@ -98,6 +98,7 @@ Flags of every task (defaults in parentheses):
                                  TF_CONFIG when no *_hosts flag is given). Without --job_name and
                                  TF_CONFIG everything runs in this one process.
   --connect_timeout_s (30)       how long to wait for a task that is not up yet
+  --heartbeat_timeout_s (10)     a peer silent this long is declared dead (0: never)
   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
   --progress (auto)              a line with the global step, steps/s, ETA and loss: auto: on a
@@ -169,6 +170,8 @@ inline TaskOptions parse_task_flags(
     }
     if (name == "connect_timeout_s")
       options.connect_timeout_s = parse_number<double>(name, value, 0.1);
+    else if (name == "heartbeat_timeout_s")  // TaskFlags reads it; in one process it is moot
+      (void)parse_number<double>(name, value, 0);
     else if (name == "recovery_deadline_s")
       options.recovery_deadline_s = parse_number<double>(name, value, 0);
     else if (name == "shutdown_wait_s")
@@ -334,7 +337,7 @@ inline int run_task(const std::function<TaskOptions()>& parse,
     if (options.task.job_name != "ps" && options.task.job_name != "worker")
       throw psflow::InvalidArgument("--job_name='" + options.task.job_name +
                                     "': " + program_name() + " runs ps and worker tasks");
-    psflow::ServerOptions server_options;
+    psflow::ServerOptions server_options = options.task.server_options();
     server_options.connect_timeout =
         std::chrono::milliseconds(static_cast<long>(options.connect_timeout_s * 1000));
     psflow::Server server(options.task.cluster, options.task.job_name, options.task.task_index,

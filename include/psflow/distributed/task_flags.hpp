@@ -9,7 +9,9 @@
 // plus every argument it did not recognise, for the program's own flag parser.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +21,7 @@
 
 #include "psflow/core/error.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
+#include "psflow/distributed/server_options.hpp"
 
 namespace psflow {
 
@@ -41,12 +44,16 @@ struct TaskFlags {
   std::size_t task_index = 0;
   // argv[0] and every argument that is not one of ours, in their original order.
   std::vector<std::string> remaining_args;
+  // --heartbeat_timeout_s: ServerOptions::heartbeat_timeout in seconds (0: off).
+  double heartbeat_timeout_s = 10;
 
   // Recognised flags, as "--name=value" or "--name value" (one leading '-' works too):
   //   --ps_hosts, --worker_hosts, --chief_hosts   comma-separated host:port lists (an empty list
   //                                               leaves the job out)
   //   --job_name                                  this task's job
   //   --task_index                                this task's index in its job (default 0)
+  //   --heartbeat_timeout_s                       how long a silent peer lives (default 10; 0:
+  //                                               off), see server_options()
   // A "--" ends our flags; it and everything after it are left in remaining_args. When no
   // *_hosts flag is given, the cluster comes from TF_CONFIG, and so do the job name and index
   // unless --job_name / --task_index override them. Throws InvalidArgument, saying what to pass,
@@ -71,6 +78,8 @@ struct TaskFlags {
   std::string device() const;
   // This task's host:port.
   std::string address() const { return cluster.task_address(job_name, task_index); }
+  // Default ServerOptions with the flags' settings (heartbeat_timeout).
+  ServerOptions server_options() const;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -171,7 +180,7 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
     }
     const std::size_t eq = body.find('=');
     const std::string_view name = body.substr(0, eq);
-    bool ours = name == "job_name" || name == "task_index";
+    bool ours = name == "job_name" || name == "task_index" || name == "heartbeat_timeout_s";
     for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
     if (!ours) {
       out.remaining_args.push_back(arg);
@@ -186,7 +195,15 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       throw InvalidArgument("flag --" + std::string(name) + " needs a value (--" +
                             std::string(name) + "=<value>); " + usage);
     }
-    if (name == "job_name") {
+    if (name == "heartbeat_timeout_s") {
+      char* end = nullptr;
+      const double seconds = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6)
+        throw InvalidArgument("--heartbeat_timeout_s='" + value +
+                              "' is not a number of seconds; give e.g. 10, or 0 to turn "
+                              "heartbeats off");
+      out.heartbeat_timeout_s = seconds;
+    } else if (name == "job_name") {
       job_flag = value;
     } else if (name == "task_index") {
       index_flag = value;
@@ -254,6 +271,13 @@ inline bool TaskFlags::is_chief() const {
     if (cluster.has_job(chief_job)) return job_name == chief_job && task_index == 0;
   }
   return job_name == "worker" && task_index == 0;
+}
+
+inline ServerOptions TaskFlags::server_options() const {
+  ServerOptions options;
+  options.heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_timeout_s * 1000));
+  return options;
 }
 
 inline std::string TaskFlags::device() const { return detail::task_name(job_name, task_index); }
