@@ -115,6 +115,24 @@ class ChildProcess {
   std::string out_path_, err_path_;
 };
 
+// Stops a child with SIGSTOP (it freezes: no FIN, no RST, its sockets stay open) until the
+// guard goes away, which resumes it with SIGCONT, also when the test fails in between.
+class StoppedProcess {
+ public:
+  explicit StoppedProcess(ChildProcess& child) : child_(child) { child_.kill(SIGSTOP); }
+  StoppedProcess(const StoppedProcess&) = delete;
+  StoppedProcess& operator=(const StoppedProcess&) = delete;
+  ~StoppedProcess() { resume(); }
+  void resume() {
+    if (!resumed_) child_.kill(SIGCONT);
+    resumed_ = true;
+  }
+
+ private:
+  ChildProcess& child_;
+  bool resumed_ = false;
+};
+
 // A loopback port that was free a moment ago (bound, read back, released), and never one this
 // process was given before: the OS may hand a released port out again at once, which gave two
 // tasks of one cluster the same address.

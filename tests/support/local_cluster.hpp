@@ -18,6 +18,7 @@ struct LocalCluster {
   std::vector<std::string> ps_hosts, worker_hosts;
   std::vector<std::unique_ptr<ChildProcess>> ps;
   TempDir logs{"cluster"};
+  std::vector<std::string> ps_flags;  // extra flags for the ps processes (e.g. heartbeats)
 
   LocalCluster(int num_ps, int num_workers, bool start = true) {
     for (int i = 0; i < num_ps; ++i) ps_hosts.push_back(loopback(reserve_port()));
@@ -31,11 +32,12 @@ struct LocalCluster {
 
   // (Re)starts ps task i on its address.
   void start_ps(int i) {
-    ps[static_cast<std::size_t>(i)] = std::make_unique<ChildProcess>(
-        std::vector<std::string>{PSFLOW_TASK_BINARY, "--ps_hosts=" + join(ps_hosts),
-                                 "--worker_hosts=" + join(worker_hosts), "--job_name=ps",
-                                 "--task_index=" + std::to_string(i)},
-        logs / ("ps" + std::to_string(i)));
+    std::vector<std::string> argv{PSFLOW_TASK_BINARY, "--ps_hosts=" + join(ps_hosts),
+                                  "--worker_hosts=" + join(worker_hosts), "--job_name=ps",
+                                  "--task_index=" + std::to_string(i)};
+    argv.insert(argv.end(), ps_flags.begin(), ps_flags.end());
+    ps[static_cast<std::size_t>(i)] =
+        std::make_unique<ChildProcess>(std::move(argv), logs / ("ps" + std::to_string(i)));
   }
 
   // Server options for the test's workers: quiet, with a test-sized connect deadline.
