@@ -807,3 +807,28 @@ TEST_CASE("runs against a killed ps each fail within one connect_timeout") {
     CHECK(took < 7.0);  // one 4 s connect timeout and slack; two would be 8 s
   }
 }
+
+TEST_CASE("a task that accepts connections but never says hello is given up at connect_timeout") {
+  Cluster cluster(1, 1, /*start=*/false);
+  // Something listens on the ps's address (the kernel completes the TCP handshake) and never
+  // answers: a frozen ps looks the same to a new connection.
+  boost::asio::io_context io;
+  const auto colon = cluster.ps_hosts[0].rfind(':');
+  boost::asio::ip::tcp::acceptor mute(
+      io, {boost::asio::ip::make_address("127.0.0.1"),
+           static_cast<unsigned short>(std::stoi(cluster.ps_hosts[0].substr(colon + 1)))});
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet(2s));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    worker.connect("/job:ps/replica:0/task:0");
+    FAIL("connecting to a task that never says hello must fail");
+  } catch (const Unavailable& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0") &&
+                             Catch::Contains(cluster.ps_hosts[0]) &&
+                             Catch::Contains("no answer within the connect timeout"));
+  }
+  const double took = seconds_since(start);
+  INFO("gave up after " << took << " s");
+  CHECK(took >= 1.9);
+  CHECK(took < 6.0);  // the 2 s connect timeout and slack, far from the 60 s rpc_timeout
+}
