@@ -346,6 +346,8 @@ TEST_CASE("TaskFlags errors are InvalidArgument with a clear message") {
 }
 
 TEST_CASE("TaskFlags: --heartbeat_timeout_s sets the server options' heartbeat timeout") {
+  using psflow::InvalidArgument;
+  using psflow::ServerOptions;
   const std::vector<std::string> base{"prog", "--ps_hosts=a:1", "--worker_hosts=b:2",
                                       "--job_name=worker"};
   CHECK(TaskFlags::parse(base, std::nullopt).server_options().heartbeat_timeout ==
