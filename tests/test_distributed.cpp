@@ -831,3 +831,43 @@ TEST_CASE("a task that accepts connections but never says hello is given up at c
   CHECK(took >= 1.9);
   CHECK(took < 6.0);  // the 2 s connect timeout and slack, far from the 60 s rpc_timeout
 }
+
+TEST_CASE("a step that moves a tensor between two ps fails when the sending ps freezes") {
+  Cluster cluster(2, 1, /*start=*/false);
+  cluster.ps_flags = {"--heartbeat_timeout_s=1"};
+  cluster.start_ps(0);
+  cluster.start_ps(1);
+  ServerOptions options = cluster.quiet(5s);
+  options.heartbeat_timeout = 1s;
+  options.step_timeout = 60s;  // a hang fails the test instead of holding it
+  Server worker(cluster.spec(), "worker", 0, options);
+  Graph g;
+  Variable on_ps1;
+  Output on_ps0;
+  {
+    auto ps1 = g.device("/job:ps/task:1");
+    on_ps1 = get_variable(g, "far", {3}, constant_initializer(3));
+  }
+  {
+    // ps0 waits for ps1's tensor; the worker waits for ps0.
+    auto ps0 = g.device("/job:ps/task:0");
+    on_ps0 = on_ps1 * 2.0;
+  }
+  Session sess(g, worker.target());
+  sess.run(global_variables_initializer(g));
+  CHECK(sess.run({on_ps0})[0].equals(Tensor::filled(6.0f, {3})));
+  const auto last_good = std::chrono::steady_clock::now();
+  psflow::testing::StoppedProcess frozen(*cluster.ps[1]);
+  try {
+    sess.run({on_ps0});
+    FAIL("a step waiting on a frozen ps must fail");
+  } catch (const Unavailable& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:1"));
+  }
+  const double took = seconds_since(last_good);
+  INFO("failed " << took << " s after the last good step");
+  CHECK(took < 8.0);  // 1 s heartbeat timeout, generous slack
+  frozen.resume();
+  CHECK(worker.stop_job("ps") == 2);
+  for (auto& ps : cluster.ps) CHECK(ps->wait_for(10s));
+}
