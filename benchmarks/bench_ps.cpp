@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     const auto flags = psflow::TaskFlags::parse(argc, argv);
     psflow::ServerOptions options;
     options.log = false;
+    options.checkpoint_dir = flags.checkpoint_dir;  // bench_checkpoint: its own shard directory
     psflow::Server server(flags.cluster, flags.job_name, flags.task_index, options);
     const std::string target = server.target();
     std::printf("PORT %s\n", target.substr(target.rfind(':') + 1).c_str());

@@ -151,6 +151,19 @@ def sparse(runs, t):
                   None if (p is None or limit is None) else p <= limit)
 
 
+def checkpoint(runs, t):
+    """Save and restore of a model on 2 ps processes (bench_checkpoint): each ps writing and
+    reading its own shard against the chief pulling the whole model; one disk here."""
+    for op in ["save", "restore"]:
+        p = get(runs, "checkpoint/%s/sharded" % op, "seconds")
+        r = get(runs, "checkpoint/%s/chief_pull" % op, "seconds")
+        mib = get(runs, "checkpoint/%s/sharded" % op, "model_mib") or \
+            get(runs, "checkpoint/%s/chief_pull" % op, "model_mib")
+        label = "?" if mib is None else ("%g GiB" % (mib / 1024) if mib >= 1024 else "%g MiB" % mib)
+        t.add("checkpoint %s, %s model on 2 ps: sharded (psflow) vs chief pull (baseline)" % (op, label),
+              None if p is None else p * 1e3, None if r is None else r * 1e3, "ms")
+
+
 CONV_LAYERS = ["28x28x1_5x5x16", "14x14x16_5x5x32", "28x28x8_3x3x16", "14x14x32_3x3x64",
                "7x7x64_3x3x64"]
 
@@ -258,6 +271,7 @@ def main(argv):
 
     sparse(runs, t)
     conv(runs, t)
+    checkpoint(runs, t)
 
     print(t.render())
 

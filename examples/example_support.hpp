@@ -87,7 +87,8 @@ class ExampleFlags {
     exit_on_help(args);
     const char* tf_config = std::getenv("TF_CONFIG");
     bool has_job = tf_config && *tf_config;
-    for (const auto& a : args) has_job = has_job || a.rfind("--job_name", 0) == 0;
+    for (const auto& a : args)
+      has_job = has_job || a.rfind("--job_name", 0) == 0 || a.rfind("--slurm_jobs", 0) == 0;
     if (!has_job) {
       parse(args);
       return std::nullopt;

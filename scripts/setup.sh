@@ -14,6 +14,7 @@ packages=(
   clang-format git                                 # the style check: clang-format 14, tracked files
   graphviz                                         # --explain=dot renders its pictures (dot -Tsvg)
   protobuf-compiler python3-protobuf               # tests/tools/read_events.py: event files
+  python3-yaml                                     # tests/tools/check_deploy.py: deploy/kubernetes
 )
 
 missing=()

@@ -1,13 +1,16 @@
 // A plain psflow task for multi-process tests: serves its cluster address until told to stop.
 //   psflow_task --ps_hosts=... --worker_hosts=... --job_name=ps --task_index=0
 //               [--heartbeat_timeout_s=10]
+//               [--checkpoint_dir=DIR]   (its own directory for sharded checkpoints)
 #include <iostream>
 #include <psflow/psflow.hpp>
 
 int main(int argc, char** argv) {
   try {
     const auto flags = psflow::TaskFlags::parse(argc, argv);
-    psflow::Server server(flags.cluster, flags.job_name, flags.task_index, flags.server_options());
+    psflow::ServerOptions options = flags.server_options();
+    options.checkpoint_dir = flags.checkpoint_dir;  // its own shard directory
+    psflow::Server server(flags.cluster, flags.job_name, flags.task_index, options);
     server.join();
     return 0;
   } catch (const psflow::Error& e) {

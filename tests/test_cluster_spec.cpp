@@ -1,6 +1,8 @@
 // ClusterSpec (validation, lookups, TF_CONFIG) and TaskFlags (TF's flags and TF_CONFIG).
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -247,6 +249,20 @@ TEST_CASE("TaskFlags reads --flag value and -flag forms and leaves unknown flags
                                                      "--verbose", "--", "--job_name=x"});
 }
 
+TEST_CASE("TaskFlags reads --checkpoint_dir and leaves it for the program too") {
+  TaskFlags f = TaskFlags::parse(
+      {"p", "--ps_hosts=h0:1", "--job_name=ps", "--checkpoint_dir=/local/ps0", "--x=1"},
+      std::nullopt);
+  CHECK(f.checkpoint_dir == "/local/ps0");
+  CHECK(f.remaining_args == std::vector<std::string>{"p", "--checkpoint_dir=/local/ps0", "--x=1"});
+  f = TaskFlags::parse({"p", "--ps_hosts=h0:1", "--job_name=ps", "--checkpoint_dir", "/d"},
+                       std::nullopt);
+  CHECK(f.checkpoint_dir == "/d");
+  CHECK(f.remaining_args == std::vector<std::string>{"p", "--checkpoint_dir", "/d"});
+  f = TaskFlags::parse({"p", "--ps_hosts=h0:1", "--job_name=ps"}, std::nullopt);
+  CHECK(f.checkpoint_dir.empty());
+}
+
 TEST_CASE("TaskFlags: task_index defaults to 0, chief job, empty host list drops the job") {
   TaskFlags f = TaskFlags::parse({"p", "--worker_hosts=h:1", "--ps_hosts=", "--job_name=worker"},
                                  std::nullopt, /*require_ps_job=*/false);
@@ -365,4 +381,264 @@ TEST_CASE("TaskFlags: --heartbeat_timeout_s sets the server options' heartbeat t
        {"--heartbeat_timeout_s=-1", "--heartbeat_timeout_s=ten", "--heartbeat_timeout_s="})
     CHECK_THROWS_AS(with(bad), InvalidArgument);
   CHECK_THROWS_WITH(with("--heartbeat_timeout_s=x"), Catch::Contains("0 to turn heartbeats off"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slurm (distributed/slurm_cluster.hpp): every test reads a hand-made SlurmEnvironment, never the
+// process's own, except the one about ClusterSpec::from_slurm.
+
+namespace {
+
+using psflow::SlurmConfig;
+using psflow::SlurmEnvironment;
+using psflow::SlurmOptions;
+
+std::vector<std::string> nodes(std::string_view list) {
+  return psflow::expand_slurm_nodelist(list);
+}
+
+std::string slurm_error(const SlurmOptions& options, const SlurmEnvironment& env) {
+  try {
+    SlurmConfig::resolve(options, env);
+  } catch (const psflow::InvalidArgument& e) {
+    return e.message();
+  }
+  return "";
+}
+
+// A step of 5 tasks: 2 on node001, 2 on node002, 1 on gpu-a1.
+SlurmEnvironment five_task_step(std::size_t rank) {
+  return {{{"SLURM_STEP_NODELIST", "node[001-002],gpu-a1"},
+           {"SLURM_STEP_TASKS_PER_NODE", "2(x2),1"},
+           {"SLURM_STEP_NUM_TASKS", "5"},
+           {"SLURM_PROCID", std::to_string(rank)}}};
+}
+
+}  // namespace
+
+TEST_CASE("Slurm node lists expand ranges in order and keep zero padding") {
+  using V = std::vector<std::string>;
+  CHECK(nodes("n1") == V{"n1"});
+  CHECK(nodes("node[001-003,7],gpu-a1") == V{"node001", "node002", "node003", "node7", "gpu-a1"});
+  CHECK(nodes("n[1-2],m5,o[3-4,6,7-9]") == V{"n1", "n2", "m5", "o3", "o4", "o6", "o7", "o8", "o9"});
+  CHECK(nodes("n[08-10]") == V{"n08", "n09", "n10"});  // width of the first bound
+  CHECK(nodes("n[8-10]") == V{"n8", "n9", "n10"});
+  CHECK(nodes("n[9-10],a") == V{"n9", "n10", "a"});  // Slurm's order, not sorted as strings
+  CHECK(nodes("[1-2]") == V{"1", "2"});
+  CHECK(nodes("127.0.0.[1-2]") == V{"127.0.0.1", "127.0.0.2"});
+  CHECK(nodes("rack_a.b-c") == V{"rack_a.b-c"});
+}
+
+TEST_CASE("Slurm node lists: every malformed value is InvalidArgument naming the variable") {
+  for (const char* bad :
+       {"",        ",",   "a,,b",  "a,",      ",a",       "n[1-2",   "n1-2]",
+        "n[[1]]",  "n[]", "n[1-]", "n[-1]",   "n[a-b]",   "n[3-1]",  "n[1]x",
+        "n[1][2]", "a b", "a/b",   "n[1--2]", "n[1-2-3]", "n[1,,2]", "n[1234567890123456789]"}) {
+    INFO("node list '" << bad << "'");
+    const std::string message =
+        error_of([&] { psflow::expand_slurm_nodelist(bad, "SLURM_JOB_NODELIST"); });
+    CHECK_THAT(message, Contains("InvalidArgument: SLURM_JOB_NODELIST='"));
+    CHECK_THAT(message, Contains("is not a node list"));
+    CHECK_THAT(message, Contains("node[001-003,7]"));
+  }
+  CHECK_THAT(error_of([] { nodes("n[3-1]"); }), Contains("runs backwards"));
+  CHECK_THAT(error_of([] { nodes("a,,b"); }), Contains("empty host name"));
+  CHECK_THAT(error_of([] { nodes("a b"); }), Contains("has the character ' '"));
+}
+
+TEST_CASE("Slurm node lists: a short list naming too many hosts is rejected before expanding") {
+  CHECK(nodes("n[1-65536]").size() == psflow::kMaxSlurmHosts);
+  CHECK_THAT(error_of([] { nodes("n[1-65537]"); }), Contains("more than 65536 hosts"));
+  CHECK_THAT(error_of([] { nodes("n[0-999999999999999999]"); }), Contains("more than 65536"));
+  CHECK_THAT(error_of([] { nodes("a[1-40000],b[1-40000]"); }), Contains("more than 65536"));
+  // Many short ranges: the count, not the text, is bounded.
+  std::string list = "n[";
+  for (int i = 0; i < 200; ++i) list += (i ? "," : "") + std::string("0-999");
+  list += "]";
+  CHECK_THAT(error_of([&] { nodes(list); }), Contains("more than 65536"));
+  std::string singles;
+  for (int i = 0; i < 65537; ++i) singles += (i ? ",h" : "h") + std::to_string(i);
+  CHECK_THAT(error_of([&] { nodes(singles); }), Contains("more than 65536"));
+}
+
+TEST_CASE("Slurm tasks per node expand (xN) repetition and reject malformed values") {
+  using V = std::vector<std::size_t>;
+  CHECK(psflow::expand_slurm_tasks_per_node("2(x3),1") == V{2, 2, 2, 1});
+  CHECK(psflow::expand_slurm_tasks_per_node("3(x2),2,1") == V{3, 3, 2, 1});
+  CHECK(psflow::expand_slurm_tasks_per_node("4") == V{4});
+  for (const char* bad : {"", ",", "2,", "x", "2(x)", "2(x0)", "2(3)", "2(x3", "(x3)", "-1", "2 ",
+                          "2(x3)1", "2(x3),,1", "99999999999999999999"}) {
+    INFO("tasks per node '" << bad << "'");
+    const std::string message = error_of([&] { psflow::expand_slurm_tasks_per_node(bad); });
+    CHECK_THAT(message, Contains("InvalidArgument: SLURM_STEP_TASKS_PER_NODE='"));
+    CHECK_THAT(message, Contains("'2(x3),1'"));
+  }
+  CHECK_THAT(error_of([] { psflow::expand_slurm_tasks_per_node("1(x999999999999)"); }),
+             Contains("more than 65536 entries"));
+  CHECK_THAT(error_of([] { psflow::expand_slurm_tasks_per_node("1000(x1000)"); }),
+             Contains("more than 65536 tasks"));
+}
+
+TEST_CASE("Slurm jobs flag: name:count lists, errors say what to give") {
+  using M = std::map<std::string, std::size_t>;
+  CHECK(SlurmOptions::parse_jobs("ps:1,worker:3") == M{{"ps", 1}, {"worker", 3}});
+  CHECK(SlurmOptions::parse_jobs("worker:3,ps:1") == M{{"ps", 1}, {"worker", 3}});
+  CHECK(SlurmOptions::parse_jobs("chief:1,ps:0") == M{{"chief", 1}, {"ps", 0}});
+  for (const char* bad : {"", "ps", "ps:", ":1", "ps:x", "ps:-1", "1ps:1", "ps:1,,worker:1",
+                          "ps:1,ps:2", "ps:1 ", "ps:99999"}) {
+    INFO("--slurm_jobs='" << bad << "'");
+    CHECK_THAT(error_of([&] { SlurmOptions::parse_jobs(bad); }),
+               Contains("InvalidArgument: --slurm_jobs='"));
+  }
+  CHECK_THAT(error_of([] { SlurmOptions::parse_jobs("ps:1,ps:2"); }), Contains("twice"));
+  CHECK_THAT(error_of([] { SlurmOptions::parse_jobs("ps"); }), Contains("e.g. ps:1,worker:3"));
+}
+
+TEST_CASE(
+    "Slurm step: ranks fill the jobs in name order, the k-th task on a node gets port_base+k") {
+  const SlurmOptions options{SlurmOptions::parse_jobs("worker:4,ps:1"), 2222};
+  const ClusterSpec expected(
+      {{"ps", {"node001:2222"}},
+       {"worker", {"node001:2223", "node002:2222", "node002:2223", "gpu-a1:2222"}}});
+  const std::pair<std::string, std::size_t> tasks[] = {
+      {"ps", 0}, {"worker", 0}, {"worker", 1}, {"worker", 2}, {"worker", 3}};
+  for (std::size_t rank = 0; rank < 5; ++rank) {
+    INFO("rank " << rank);
+    const SlurmConfig config = SlurmConfig::resolve(options, five_task_step(rank));
+    CHECK(config.cluster == expected);
+    CHECK(config.rank == rank);
+    CHECK(config.job_name == tasks[rank].first);
+    CHECK(config.task_index == tasks[rank].second);
+    CHECK(config.hosts == std::vector<std::string>{"node001", "node002", "gpu-a1"});
+  }
+}
+
+TEST_CASE("Slurm step: without jobs every task is a worker from port 8888, as TF") {
+  const SlurmConfig config = SlurmConfig::resolve({}, five_task_step(4));
+  CHECK(config.cluster == ClusterSpec({{"worker",
+                                        {"node001:8888", "node001:8889", "node002:8888",
+                                         "node002:8889", "gpu-a1:8888"}}}));
+  CHECK(config.job_name == "worker");
+  CHECK(config.task_index == 4);
+}
+
+TEST_CASE("Slurm step: SLURM_LOCALID and SLURMD_NODENAME must match the block layout") {
+  SlurmEnvironment env = five_task_step(3);  // the 2nd task on node002
+  env.variables["SLURM_LOCALID"] = "1";
+  env.variables["SLURMD_NODENAME"] = "node002";
+  CHECK(SlurmConfig::resolve({}, env).task_index == 3);
+  env.variables["SLURM_LOCALID"] = "0";  // srun --distribution=cyclic
+  CHECK_THAT(slurm_error({}, env), Contains("--distribution=block"));
+  env.variables["SLURM_LOCALID"] = "1";
+  env.variables["SLURMD_NODENAME"] = "node001";
+  CHECK_THAT(slurm_error({}, env), Contains("should run on node 'node002'"));
+}
+
+TEST_CASE("Slurm job variables are the fallback outside a step, never mixed with the step's") {
+  SlurmEnvironment env{{{"SLURM_JOB_NODELIST", "c[1-2]"},
+                        {"SLURM_TASKS_PER_NODE", "1(x2)"},
+                        {"SLURM_NTASKS", "2"},
+                        {"SLURM_PROCID", "1"}}};
+  SlurmConfig config = SlurmConfig::resolve({{{"ps", 1}, {"worker", 1}}, 2222}, env);
+  CHECK(config.cluster == ClusterSpec({{"ps", {"c1:2222"}}, {"worker", {"c2:2222"}}}));
+  CHECK(config.job_name == "worker");
+  env.variables.erase("SLURM_JOB_NODELIST");
+  env.variables["SLURM_NODELIST"] = "d[1-2]";  // the older name
+  CHECK(SlurmConfig::resolve({}, env).cluster.task_address("worker", 0) == "d1:8888");
+  // A step on one node of the allocation: its own variables only.
+  env.variables["SLURM_STEP_NODELIST"] = "d2";
+  CHECK_THAT(slurm_error({}, env), Contains("SLURM_STEP_TASKS_PER_NODE is not"));
+  env.variables["SLURM_STEP_TASKS_PER_NODE"] = "2";
+  CHECK(SlurmConfig::resolve({}, env).cluster.job_tasks("worker") ==
+        std::vector<std::string>{"d2:8888", "d2:8889"});
+}
+
+TEST_CASE("Slurm step errors are InvalidArgument naming the variable and what to do") {
+  CHECK_THAT(slurm_error({}, {}), Contains("neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST"));
+  CHECK_THAT(slurm_error({}, {}), Contains("srun"));
+  SlurmEnvironment env = five_task_step(0);
+  env.variables.erase("SLURM_PROCID");
+  CHECK_THAT(slurm_error({}, env), Contains("SLURM_PROCID is not set"));
+  for (const char* rank : {"5", "-1", "x", ""}) {
+    env.variables["SLURM_PROCID"] = rank;
+    CHECK_THAT(slurm_error({}, env), Contains("is not a rank in 0..4"));
+  }
+  env = five_task_step(0);
+  env.variables["SLURM_STEP_TASKS_PER_NODE"] = "2(x2)";
+  CHECK_THAT(slurm_error({}, env), Contains("names 3 node(s) but"));
+  env = five_task_step(0);
+  env.variables["SLURM_STEP_NUM_TASKS"] = "6";
+  CHECK_THAT(slurm_error({}, env), Contains("SLURM_STEP_NUM_TASKS='6' disagrees"));
+  env = five_task_step(0);
+  env.variables["SLURM_STEP_NODELIST"] = "a,b,a";
+  env.variables["SLURM_STEP_TASKS_PER_NODE"] = "1(x3)";
+  env.variables["SLURM_STEP_NUM_TASKS"] = "3";
+  CHECK_THAT(slurm_error({}, env), Contains("lists node 'a' twice"));
+  env = five_task_step(0);
+  CHECK_THAT(slurm_error({SlurmOptions::parse_jobs("ps:1,worker:3"), 8888}, env),
+             Contains("ask for 4 task(s) but the Slurm step has 5"));
+  CHECK_THAT(slurm_error({{{"worker", 5}}, 65535}, env), Contains("ports above 65535"));
+  CHECK(SlurmConfig::resolve({{{"worker", 5}}, 65534}, env).cluster.task_address("worker", 1) ==
+        "node001:65535");
+  CHECK_THAT(slurm_error({{{"ps", 1}, {"worker", std::size_t{1} << 62}}, 8888}, env),
+             Contains("more than psflow's limit"));
+  env.variables["SLURM_STEP_TASKS_PER_NODE"] = "0(x3)";
+  env.variables.erase("SLURM_STEP_NUM_TASKS");
+  CHECK_THAT(slurm_error({}, env), Contains("has no tasks"));
+  env.variables["SLURM_STEP_NODELIST"] = "n[1-";
+  CHECK_THAT(slurm_error({}, env), Contains("SLURM_STEP_NODELIST='n[1-' is not a node list"));
+}
+
+TEST_CASE("ClusterSpec::from_slurm and SlurmConfig::resolve read the process environment") {
+  const SlurmEnvironment env = five_task_step(2);
+  for (const auto& [name, value] : env.variables) ::setenv(name.c_str(), value.c_str(), 1);
+  const ClusterSpec cluster = ClusterSpec::from_slurm(SlurmOptions{{{"ps", 2}, {"worker", 3}}});
+  const SlurmConfig config = SlurmConfig::resolve();
+  for (const auto& entry : env.variables) ::unsetenv(entry.first.c_str());
+  CHECK(cluster.job_tasks("ps") == std::vector<std::string>{"node001:8888", "node001:8889"});
+  CHECK(config.job_name == "worker");
+  CHECK(config.task_index == 2);
+  CHECK_THROWS_AS(ClusterSpec::from_slurm(), psflow::InvalidArgument);  // unset again
+}
+
+TEST_CASE("TaskFlags --slurm_jobs takes the cluster and this task from the Slurm step") {
+  const SlurmEnvironment env = five_task_step(1);
+  const TaskFlags f =
+      TaskFlags::parse({"p", "--slurm_jobs=worker:3,ps:2", "--slurm_port_base", "4000", "--lr=1"},
+                       std::string_view(kTfConfig), true, &env);  // TF_CONFIG is not read
+  CHECK(f.cluster == ClusterSpec({{"ps", {"node001:4000", "node001:4001"}},
+                                  {"worker", {"node002:4000", "node002:4001", "gpu-a1:4000"}}}));
+  CHECK(f.job_name == "ps");
+  CHECK(f.task_index == 1);
+  CHECK(f.address() == "node001:4001");
+  CHECK(f.remaining_args == std::vector<std::string>{"p", "--lr=1"});
+}
+
+TEST_CASE("TaskFlags Slurm flags: errors say what to pass") {
+  using Args = std::vector<std::string>;
+  const SlurmEnvironment env = five_task_step(0);
+  auto error = [&](const Args& args) {
+    return error_of([&] { TaskFlags::parse(args, std::nullopt, true, &env); });
+  };
+  CHECK_THAT(error(Args{"p", "--slurm_jobs=worker:5"}), Contains("--slurm_jobs has no ps job"));
+  CHECK(error(Args{"p", "--slurm_jobs=ps:1,worker:4"}).empty());
+  CHECK_THAT(error(Args{"p", "--slurm_jobs=ps:1,worker:3"}),
+             Contains("ask for 4 task(s) but the Slurm step has 5"));
+  CHECK_THAT(error(Args{"p", "--slurm_jobs=ps:1,worker:4", "--job_name=ps"}),
+             Contains("leave out --*_hosts, --job_name and --task_index"));
+  CHECK_THAT(error(Args{"p", "--slurm_jobs=ps:1,worker:4", "--ps_hosts=a:1"}),
+             Contains("leave out --*_hosts"));
+  for (const char* port : {"0", "65536", "x", "-1", "123456"}) {
+    CHECK_THAT(
+        error(Args{"p", "--slurm_jobs=ps:1,worker:4", std::string("--slurm_port_base=") + port}),
+        Contains("is not a port in 1..65535"));
+  }
+  CHECK_THAT(error(Args{"p", "--slurm_port_base=9000", "--ps_hosts=a:1", "--job_name=ps"}),
+             Contains("--slurm_port_base needs --slurm_jobs"));
+  CHECK_THAT(error(Args{"p", "--slurm_jobs"}), Contains("flag --slurm_jobs needs a value"));
+  CHECK_THAT(error_of([] {
+               TaskFlags::parse({"p", "--slurm_jobs=ps:1"}, std::nullopt, true,
+                                std::make_unique<SlurmEnvironment>().get());
+             }),
+             Contains("neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST"));
 }

@@ -714,7 +714,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 TEST_CASE(
     "a stopped ps is declared dead within its heartbeat timeout, and resumed it serves again") {
   Cluster cluster(1, 1, /*start=*/false);
-  cluster.ps_flags = {"--heartbeat_timeout_s=1"};
+  cluster.ps_flags[0] = {"--heartbeat_timeout_s=1"};
   cluster.start_ps(0);
   ServerOptions options = cluster.quiet(5s);
   options.heartbeat_timeout = 1s;
@@ -834,7 +834,7 @@ TEST_CASE("a task that accepts connections but never says hello is given up at c
 
 TEST_CASE("a step that moves a tensor between two ps fails when the sending ps freezes") {
   Cluster cluster(2, 1, /*start=*/false);
-  cluster.ps_flags = {"--heartbeat_timeout_s=1"};
+  for (auto& flags : cluster.ps_flags) flags = {"--heartbeat_timeout_s=1"};
   cluster.start_ps(0);
   cluster.start_ps(1);
   ServerOptions options = cluster.quiet(5s);

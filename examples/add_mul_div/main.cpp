@@ -35,6 +35,9 @@ computes w+b, w*b and w/b five times and prints them as TF's worker did.
 Flags (defaults in parentheses):
   --ps_hosts (127.0.0.1:2223) --worker_hosts (127.0.0.1:1234) --job_name --task_index
                                  the cluster and this task (TF_CONFIG when no *_hosts flag)
+  --slurm_jobs=ps:1,worker:1 --slurm_port_base (8888)
+                                 instead: the cluster and this task from the Slurm step
+                                 (deploy/slurm/psflow.sbatch)
   --logdir (./simple_log)        the Supervisor restores the latest checkpoint there, or
                                  initializes the variables and saves
   --interval_ms (1000)           pause between two results (0: none)
@@ -91,6 +94,7 @@ DemoFlags parse_flags(int argc, char** argv) {
   for (const auto& a : args) {
     has_hosts = has_hosts || a.rfind("--ps_hosts", 0) == 0 || a.rfind("--worker_hosts", 0) == 0;
     has_job = has_job || a.rfind("--job_name", 0) == 0;
+    if (a.rfind("--slurm_jobs", 0) == 0) has_hosts = has_job = true;  // the Slurm step's cluster
   }
   flags.distributed = has_job || (tf_config && *tf_config);
   if (!has_hosts && !(tf_config && *tf_config)) {  // the seed's cluster

@@ -97,6 +97,8 @@ Flags of every task (defaults in parentheses):
   --ps_hosts --worker_hosts --job_name --task_index   the cluster and this task (TaskFlags;
                                  TF_CONFIG when no *_hosts flag is given). Without --job_name and
                                  TF_CONFIG everything runs in this one process.
+  --slurm_jobs=ps:1,worker:3 --slurm_port_base (8888)   instead: the cluster and this task from
+                                 the Slurm step (deploy/slurm/psflow.sbatch)
   --connect_timeout_s (30)       how long to wait for a task that is not up yet
   --heartbeat_timeout_s (10)     a peer silent this long is declared dead (0: never)
   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
@@ -134,7 +136,8 @@ inline TaskOptions parse_task_flags(
   const bool have_tf_config = tf_config && *tf_config;
   bool has_job = false;
   for (const auto& a : args)
-    has_job = has_job || a.rfind("--job_name", 0) == 0 || a.rfind("-job_name", 0) == 0;
+    has_job = has_job || a.rfind("--job_name", 0) == 0 || a.rfind("-job_name", 0) == 0 ||
+              a.rfind("--slurm_jobs", 0) == 0;
   options.distributed = has_job || have_tf_config;
   std::vector<std::string> rest = args;
   if (options.distributed) {
@@ -340,6 +343,7 @@ inline int run_task(const std::function<TaskOptions()>& parse,
     psflow::ServerOptions server_options = options.task.server_options();
     server_options.connect_timeout =
         std::chrono::milliseconds(static_cast<long>(options.connect_timeout_s * 1000));
+    server_options.checkpoint_dir = options.task.checkpoint_dir;  // a ps's own shard directory
     psflow::Server server(options.task.cluster, options.task.job_name, options.task.task_index,
                           server_options);
     if (options.task.job_name == "ps") {

@@ -120,6 +120,7 @@ struct TrainerFlags {
   double lr_decay_at = 0.75;
   std::string checkpoint_dir;
   std::int64_t save_checkpoint_steps = 0;
+  bool sharded_checkpoints = false;
   bool sync_replicas = false;
   int replicas_to_aggregate = 0;  // 0: every worker
   double token_timeout_s = 60;
@@ -155,9 +156,12 @@ Flags (defaults in parentheses):
   --lr_decay (0.1) --lr_decay_at (0.75)   from global step lr_decay_at * train_steps on,
                                  train with learning_rate * lr_decay (1: one rate throughout)
   --checkpoint_dir ("")          the chief restores from / saves to it; "" for none (the
-                                 tutorial uses /tmp/train_log)
+                                 tutorial uses /tmp/train_log); a ps: where it keeps its
+                                 shards with --sharded_checkpoints
   --save_checkpoint_steps (0)    chief: also save every that many global steps (0: only
                                  every 600 s, at the start and at the end)
+  --sharded_checkpoints          each ps saves and restores its own variables in its own
+                                 --checkpoint_dir; the chief's holds the index and state file
   --sync_replicas                synchronous training (SyncReplicasOptimizer)
   --replicas_to_aggregate (all workers)   gradients averaged per global step in sync mode
   --token_timeout_s (60)         sync mode: how long a worker waits for the chief's go-ahead
@@ -202,6 +206,8 @@ bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& v
     flags.checkpoint_dir = value;
   else if (name == "save_checkpoint_steps")
     flags.save_checkpoint_steps = parse_number<std::int64_t>(name, value, 0);
+  else if (name == "sharded_checkpoints" && (value == "true" || value == "false"))
+    flags.sharded_checkpoints = value == "true";
   else if (name == "sync_replicas" && (value == "true" || value == "false"))
     flags.sync_replicas = value == "true";
   else if (name == "replicas_to_aggregate")
@@ -229,11 +235,11 @@ bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& v
 
 TrainerFlags parse_flags(int argc, char** argv) {
   TrainerFlags flags;
-  flags.cluster =
-      cluster_task::parse_task_flags(argc, argv, {"sync_replicas", "explain"},
-                                     [&](const std::string& name, const std::string& value) {
-                                       return set_flag(flags, name, value);
-                                     });
+  flags.cluster = cluster_task::parse_task_flags(
+      argc, argv, {"sync_replicas", "sharded_checkpoints", "explain"},
+      [&](const std::string& name, const std::string& value) {
+        return set_flag(flags, name, value);
+      });
   if (flags.model != "mlp" && flags.model != "cnn")
     throw psflow::InvalidArgument("--model='" + flags.model + "': choose mlp or cnn");
   if (flags.train_steps == 0) flags.train_steps = flags.model == "cnn" ? kCnnTrainSteps : 12000;
@@ -475,6 +481,7 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         options.master = target;
         options.is_chief = chief;
         options.checkpoint_dir = flags.checkpoint_dir;
+        options.sharded_checkpoints = flags.sharded_checkpoints;
         options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
         if (m.sync) options.hooks.push_back(m.sync->make_session_run_hook(chief));
         if (flags.save_checkpoint_steps > 0)

@@ -17,13 +17,15 @@ namespace psflow::testing {
 struct LocalCluster {
   std::vector<std::string> ps_hosts, worker_hosts;
   std::vector<std::unique_ptr<ChildProcess>> ps;
+  // More flags for ps task i (e.g. its --checkpoint_dir), used from its next start_ps(i).
+  std::vector<std::vector<std::string>> ps_flags;
   TempDir logs{"cluster"};
-  std::vector<std::string> ps_flags;  // extra flags for the ps processes (e.g. heartbeats)
 
   LocalCluster(int num_ps, int num_workers, bool start = true) {
     for (int i = 0; i < num_ps; ++i) ps_hosts.push_back(loopback(reserve_port()));
     for (int i = 0; i < num_workers; ++i) worker_hosts.push_back(loopback(reserve_port()));
     ps.resize(static_cast<std::size_t>(num_ps));
+    ps_flags.resize(static_cast<std::size_t>(num_ps));
     if (start)
       for (int i = 0; i < num_ps; ++i) start_ps(i);
   }
@@ -32,12 +34,13 @@ struct LocalCluster {
 
   // (Re)starts ps task i on its address.
   void start_ps(int i) {
-    std::vector<std::string> argv{PSFLOW_TASK_BINARY, "--ps_hosts=" + join(ps_hosts),
+    std::vector<std::string> args{PSFLOW_TASK_BINARY, "--ps_hosts=" + join(ps_hosts),
                                   "--worker_hosts=" + join(worker_hosts), "--job_name=ps",
                                   "--task_index=" + std::to_string(i)};
-    argv.insert(argv.end(), ps_flags.begin(), ps_flags.end());
+    const auto& more = ps_flags[static_cast<std::size_t>(i)];
+    args.insert(args.end(), more.begin(), more.end());
     ps[static_cast<std::size_t>(i)] =
-        std::make_unique<ChildProcess>(std::move(argv), logs / ("ps" + std::to_string(i)));
+        std::make_unique<ChildProcess>(std::move(args), logs / ("ps" + std::to_string(i)));
   }
 
   // Server options for the test's workers: quiet, with a test-sized connect deadline.

@@ -21,6 +21,8 @@
 
 namespace psflow {
 
+struct SlurmOptions;  // distributed/slurm_cluster.hpp
+
 // An immutable, validated description of every task in the cluster. A value type: cheap to
 // copy for small clusters, safe to read from any thread (no member mutates it).
 class ClusterSpec {
@@ -50,6 +52,11 @@ class ClusterSpec {
   static ClusterSpec from_tf_config(std::string_view json);
   // The same from an already-parsed "cluster" object.
   static ClusterSpec from_json(const nlohmann::json& cluster);
+  // The cluster of the Slurm step this process runs in (SLURM_STEP_NODELIST, ...), with the
+  // jobs and ports `options` asks for; SlurmConfig::resolve (distributed/slurm_cluster.hpp) also
+  // gives this process's task and says what each variable must hold.
+  static ClusterSpec from_slurm(const SlurmOptions& options);
+  static ClusterSpec from_slurm();  // every task a "worker", ports from 8888
 
   // Job names, sorted.
   std::vector<std::string> jobs() const;
@@ -331,3 +338,5 @@ inline std::string ClusterSpec::to_tf_config_json(std::string_view job, std::siz
 }
 
 }  // namespace psflow
+
+#include "psflow/distributed/slurm_cluster.hpp"  // from_slurm's definition

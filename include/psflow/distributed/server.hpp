@@ -208,6 +208,7 @@ inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std
           [this](const std::shared_ptr<Connection>& c) { adopt(c); },
           [this](const std::string& line) { log(line); }) {
   detail::set_log_task(task_name_);  // the library's other log lines name this task
+  device_.set_checkpoint_dir(options_.checkpoint_dir);
   if (options_.inter_op_threads == 0) {
     pool_ = &ThreadPool::shared();
   } else if (options_.inter_op_threads > 1) {

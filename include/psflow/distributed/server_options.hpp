@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <string>
 
 #include "psflow/distributed/wire.hpp"
 
@@ -32,6 +33,10 @@ struct ServerOptions {
   bool log = true;
   // Also log what this task does for others: partitions registered, steps run, tensors sent.
   bool explain = false;
+  // This task's own directory for sharded checkpoints (Saver with SaverOptions::sharded): the
+  // shard of its variables is written there and read back from there (created when missing).
+  // "": next to the checkpoint path the chief gives, on this task's disk (TF's way).
+  std::string checkpoint_dir;
 };
 
 }  // namespace psflow

@@ -5,7 +5,8 @@
 //           --task_index=1
 // or with the TF_CONFIG environment variable set (the cluster managers' way):
 //   TF_CONFIG='{"cluster": {"ps": [...], "worker": [...]}, "task": {"type": "worker", "index": 1}}'
-// TaskFlags::parse reads either and hands back the ClusterSpec, the job name and task index,
+// or, inside a Slurm step, from srun's variables (--slurm_jobs=ps:1,worker:3, see SlurmConfig).
+// TaskFlags::parse reads any of them and hands back the ClusterSpec, the job name and task index,
 // plus every argument it did not recognise, for the program's own flag parser.
 #pragma once
 
@@ -22,6 +23,7 @@
 #include "psflow/core/error.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
 #include "psflow/distributed/server_options.hpp"
+#include "psflow/distributed/slurm_cluster.hpp"
 
 namespace psflow {
 
@@ -42,6 +44,9 @@ struct TaskFlags {
   ClusterSpec cluster;
   std::string job_name;
   std::size_t task_index = 0;
+  // --checkpoint_dir: this task's own directory for checkpoints (a ps: its shard files,
+  // ServerOptions::checkpoint_dir); "" when not given.
+  std::string checkpoint_dir;
   // argv[0] and every argument that is not one of ours, in their original order.
   std::vector<std::string> remaining_args;
   // --heartbeat_timeout_s: ServerOptions::heartbeat_timeout in seconds (0: off).
@@ -54,6 +59,14 @@ struct TaskFlags {
   //   --task_index                                this task's index in its job (default 0)
   //   --heartbeat_timeout_s                       how long a silent peer lives (default 10; 0:
   //                                               off), see server_options()
+  //   --slurm_jobs                                e.g. ps:1,worker:3: the cluster and this task
+  //                                               from the Slurm step (SlurmConfig::resolve;
+  //                                               ranks fill the jobs in name order)
+  //   --slurm_port_base                           with --slurm_jobs: the first port on each node
+  //                                               (default 8888)
+  //   --checkpoint_dir                            this task's own checkpoint directory; also
+  //                                               left in remaining_args (a program's chief
+  //                                               reads it as its checkpoint directory)
   // A "--" ends our flags; it and everything after it are left in remaining_args. When no
   // *_hosts flag is given, the cluster comes from TF_CONFIG, and so do the job name and index
   // unless --job_name / --task_index override them. Throws InvalidArgument, saying what to pass,
@@ -67,9 +80,11 @@ struct TaskFlags {
   static TaskFlags parse(int argc, const char* const* argv,
                          bool require_ps_job = true);  // reads TF_CONFIG from the env
   // Testable form: `args` is argv as strings (args[0] is the program); `tf_config` is TF_CONFIG's
-  // value (nullopt or "" when unset).
+  // value (nullopt or "" when unset); `slurm` the Slurm variables --slurm_jobs reads (nullptr:
+  // this process's, read only when --slurm_jobs is given).
   static TaskFlags parse(const std::vector<std::string>& args,
-                         std::optional<std::string_view> tf_config, bool require_ps_job = true);
+                         std::optional<std::string_view> tf_config, bool require_ps_job = true,
+                         const SlurmEnvironment* slurm = nullptr);
 
   // TF's convention: task 0 of the "chief" job if the cluster has one, else of "master", else of
   // "worker".
@@ -152,7 +167,8 @@ inline TaskFlags TaskFlags::parse(int argc, const char* const* argv, bool requir
 }
 
 inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
-                                  std::optional<std::string_view> tf_config, bool require_ps_job) {
+                                  std::optional<std::string_view> tf_config, bool require_ps_job,
+                                  const SlurmEnvironment* slurm) {
   static constexpr std::string_view kHostFlags[] = {"ps_hosts", "worker_hosts", "chief_hosts"};
   const std::string usage =
       "pass --ps_hosts=host:port,... --worker_hosts=host:port,... --job_name=<ps|worker> "
@@ -163,6 +179,7 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
   bool host_flags = false;
   std::optional<std::string> job_flag;
   std::optional<std::string> index_flag;
+  std::optional<std::string> slurm_jobs_flag, slurm_port_flag;
 
   std::size_t i = 0;
   if (!args.empty()) out.remaining_args.push_back(args[i++]);
@@ -180,8 +197,17 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
     }
     const std::size_t eq = body.find('=');
     const std::string_view name = body.substr(0, eq);
+    if (name == "checkpoint_dir") {  // read, and left for the program too (see above)
+      out.remaining_args.push_back(arg);
+      if (eq != std::string_view::npos)
+        out.checkpoint_dir = std::string(body.substr(eq + 1));
+      else if (i + 1 < args.size() && detail::looks_like_value(args[i + 1]))
+        out.remaining_args.push_back(out.checkpoint_dir = args[++i]);
+      continue;
+    }
     bool ours = name == "job_name" || name == "task_index" || name == "heartbeat_timeout_s";
     for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
+    ours = ours || name == "slurm_jobs" || name == "slurm_port_base";
     if (!ours) {
       out.remaining_args.push_back(arg);
       continue;
@@ -207,6 +233,10 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       job_flag = value;
     } else if (name == "task_index") {
       index_flag = value;
+    } else if (name == "slurm_jobs") {
+      slurm_jobs_flag = value;
+    } else if (name == "slurm_port_base") {
+      slurm_port_flag = value;
     } else {
       host_flags = true;
       const std::string job(name.substr(0, name.size() - std::string_view("_hosts").size()));
@@ -221,7 +251,31 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
   std::optional<std::size_t> task_index;
   if (index_flag) task_index = detail::parse_task_index(*index_flag, "--task_index");
   const bool have_tf_config = tf_config && !tf_config->empty();
-  if (host_flags) {
+  if (slurm_jobs_flag) {
+    if (host_flags || job_flag || index_flag) {
+      throw InvalidArgument(
+          "--slurm_jobs gives the cluster and this task (from SLURM_PROCID); "
+          "leave out --*_hosts, --job_name and --task_index");
+    }
+    SlurmOptions options{SlurmOptions::parse_jobs(*slurm_jobs_flag)};
+    if (slurm_port_flag) {
+      const bool ok = detail::is_all_digits(*slurm_port_flag) && slurm_port_flag->size() <= 5 &&
+                      std::stoul(*slurm_port_flag) >= 1 && std::stoul(*slurm_port_flag) <= 65535;
+      if (!ok) {
+        throw InvalidArgument("--slurm_port_base='" + *slurm_port_flag +
+                              "' is not a port in 1..65535; give the first port to use on each "
+                              "node, e.g. 8888");
+      }
+      options.port_base = static_cast<std::uint16_t>(std::stoul(*slurm_port_flag));
+    }
+    SlurmConfig config =
+        SlurmConfig::resolve(options, slurm ? *slurm : SlurmEnvironment::current());
+    out.cluster = std::move(config.cluster);
+    job_name = config.job_name;
+    task_index = config.task_index;
+  } else if (slurm_port_flag) {
+    throw InvalidArgument("--slurm_port_base needs --slurm_jobs (e.g. --slurm_jobs=ps:1,worker:3)");
+  } else if (host_flags) {
     if (jobs.empty()) throw InvalidArgument("every *_hosts flag is empty; " + usage);
     out.cluster = ClusterSpec(std::move(jobs));
     if (!job_name) throw InvalidArgument("--job_name is missing; " + usage);
@@ -256,8 +310,9 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
   }
   if (require_ps_job && !out.cluster.has_job("ps")) {
     throw InvalidArgument(
-        std::string(host_flags ? "--ps_hosts is empty or missing"
-                               : "TF_CONFIG's cluster has no \"ps\" job") +
+        std::string(slurm_jobs_flag ? "--slurm_jobs has no ps job"
+                    : host_flags    ? "--ps_hosts is empty or missing"
+                                    : "TF_CONFIG's cluster has no \"ps\" job") +
         ": a between-graph program keeps its variables on ps tasks, and without any every "
         "variable would silently stay on its worker. List the ps tasks (--ps_hosts=host:port,... "
         "or a \"ps\" job in TF_CONFIG), or start the program without --job_name and TF_CONFIG "

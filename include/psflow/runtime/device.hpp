@@ -19,10 +19,16 @@ class Device {
   explicit Device(std::string name) : name_(std::move(name)), resources_(name_) {}
   const std::string& name() const noexcept { return name_; }
   ResourceManager& resources() noexcept { return resources_; }
+  // This task's own directory for the shard files of sharded checkpoints
+  // (train/sharded_checkpoint.hpp); "" reads and writes them next to the checkpoint path the
+  // chief names. Set before the device runs anything (ServerOptions::checkpoint_dir).
+  const std::string& checkpoint_dir() const noexcept { return checkpoint_dir_; }
+  void set_checkpoint_dir(std::string dir) { checkpoint_dir_ = std::move(dir); }
 
  private:
   std::string name_;
   ResourceManager resources_;
+  std::string checkpoint_dir_;
 };
 
 // Completes a partial device spec with `defaults` and the CPU:0 device: the canonical name of

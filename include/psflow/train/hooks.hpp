@@ -173,19 +173,23 @@ class LoggingTensors : public SessionRunHook {
 }  // namespace detail
 
 // Saves "<checkpoint_dir>/model.ckpt-<global step>" when a session is created, every
-// save_secs seconds or save_steps global steps, and at the end.
+// save_secs seconds or save_steps global steps, and at the end. `sharded`: each task writes
+// its own shard (SaverOptions::sharded).
 class CheckpointSaverHook : public SessionRunHook {
  public:
   CheckpointSaverHook(std::string checkpoint_dir, std::optional<double> save_secs,
-                      std::optional<std::int64_t> save_steps, std::size_t max_to_keep = 5)
+                      std::optional<std::int64_t> save_steps, std::size_t max_to_keep = 5,
+                      bool sharded = false)
       : dir_(std::move(checkpoint_dir)),
         save_secs_(save_secs),
         save_steps_(save_steps),
-        max_to_keep_(max_to_keep) {}
+        max_to_keep_(max_to_keep),
+        sharded_(sharded) {}
 
   void begin(Graph& graph) override {
     global_step_ = detail::require_global_step(graph, "CheckpointSaverHook").value();
-    saver_ = std::make_unique<Saver>(graph, max_to_keep_);
+    saver_ = std::make_unique<Saver>(
+        graph, SaverOptions{.max_to_keep = max_to_keep_, .sharded = sharded_});
   }
   void after_create_session(Session& sess) override { save(sess); }
   SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
@@ -227,6 +231,7 @@ class CheckpointSaverHook : public SessionRunHook {
   std::optional<double> save_secs_;
   std::optional<std::int64_t> save_steps_;
   std::size_t max_to_keep_;
+  bool sharded_;
   Output global_step_;
   std::unique_ptr<Saver> saver_;
   std::int64_t last_saved_step_ = 0;

@@ -33,6 +33,9 @@ struct MonitoredTrainingSessionOptions {
   std::optional<double> save_checkpoint_secs = 600;   // chief with checkpoint_dir
   std::optional<std::int64_t> save_checkpoint_steps;  // chief with checkpoint_dir
   std::size_t max_checkpoints_to_keep = 5;
+  // Each ps writes and restores its own variables in its own directory (SaverOptions::sharded;
+  // ServerOptions::checkpoint_dir); checkpoint_dir then holds the index and state file.
+  bool sharded_checkpoints = false;
   std::int64_t log_step_count_steps = 100;  // chief: logs global_step/sec (0: never)
   double recovery_wait_secs = 1;            // non-chief poll interval (TF: 30 s)
   double ready_deadline_secs = 300;         // non-chief: give up waiting for the chief
@@ -67,13 +70,16 @@ class MonitoredTrainingSession {
             (options_.save_checkpoint_secs || options_.save_checkpoint_steps))
           hooks_.push_back(std::make_shared<CheckpointSaverHook>(
               options_.checkpoint_dir, options_.save_checkpoint_secs,
-              options_.save_checkpoint_steps, options_.max_checkpoints_to_keep));
+              options_.save_checkpoint_steps, options_.max_checkpoints_to_keep,
+              options_.sharded_checkpoints));
       }
     }
     init_op_ = options_.init_op.valid() ? options_.init_op : global_variables_initializer(graph_);
     readiness_ = ReadinessCheck(global_variables(graph_));
     if (options_.is_chief && !options_.checkpoint_dir.empty())
-      saver_ = std::make_unique<Saver>(graph_, options_.max_checkpoints_to_keep);
+      saver_ = std::make_unique<Saver>(graph_,
+                                       SaverOptions{.max_to_keep = options_.max_checkpoints_to_keep,
+                                                    .sharded = options_.sharded_checkpoints});
     for (auto& hook : hooks_) hook->begin(graph_);
     create_session_with_retries(Status(ErrorCode::ok, ""));
   }

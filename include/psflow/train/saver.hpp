@@ -28,6 +28,14 @@
 // on an in-process Session and on a distributed one whose variables live on ps tasks. The
 // process that calls restore() reads the whole checkpoint file and cuts every variable's block
 // from it; the ps tasks never read files.
+//
+// Sharded (SaverOptions::sharded, TF's Saver(sharded=True)): each task holding variables writes
+// its own shard file on its own disk, and restore() has each task read its own, through ops
+// placed on it; the chief writes only "<path>.index" and the state file, and the model never
+// passes through it (files, checks and errors in sharded_checkpoint.hpp). A sharded checkpoint
+// path works with latest_checkpoint() and restore() as any other; an unsharded Saver restores it
+// too when every shard file is in the checkpoint's directory, and a sharded Saver restores an
+// unsharded one the classic way.
 #pragma once
 
 #include <algorithm>
@@ -45,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/device_spec.hpp"
 #include "psflow/core/log.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/control_ops.hpp"
@@ -55,6 +64,7 @@
 #include "psflow/runtime/kernels/state_kernels.hpp"  // Assign
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/checkpoint_file.hpp"
+#include "psflow/train/sharded_checkpoint.hpp"
 
 namespace psflow::train {
 
@@ -63,6 +73,14 @@ inline constexpr std::string_view checkpoint_file_suffix = ".psflow";
 inline std::string checkpoint_file_path(std::string_view checkpoint_path) {
   return std::string(checkpoint_path) + std::string(checkpoint_file_suffix);
 }
+
+struct SaverOptions {
+  // How many of the newest checkpoints to keep per directory; older ones are deleted (every
+  // shard file too). 0 keeps every checkpoint (the state file then lists only the latest, as TF).
+  std::size_t max_to_keep = 5;
+  // Each task writes and reads its own variables' shard (see the file comment).
+  bool sharded = false;
+};
 
 // Saves and restores the graph's global variables (those that exist when the Saver is built,
 // keyed by Variable::name(), e.g. "w", or for a shard by its SaveSliceInfo's full name, e.g.
@@ -79,7 +97,9 @@ class Saver {
  public:
   // max_to_keep: how many of the newest checkpoints to keep per directory; older checkpoint
   // files are deleted. 0 keeps every file (the state file then lists only the latest, as TF).
-  explicit Saver(Graph& graph, std::size_t max_to_keep = 5);
+  explicit Saver(Graph& graph, std::size_t max_to_keep = 5)
+      : Saver(graph, SaverOptions{.max_to_keep = max_to_keep}) {}
+  Saver(Graph& graph, SaverOptions options);
 
   // Writes the variables' current values to "<prefix>-<global_step>" (or "<prefix>") and
   // records it in the directory's state file; returns that checkpoint path. The directory must
@@ -96,7 +116,13 @@ class Saver {
   // dtype or (full) shape than its variable, naming both; DataLoss when the file is corrupt;
   // each names the variable and the file. Everything is read and checked before any variable
   // changes, so on any of these errors the variables keep their values.
+  // A sharded checkpoint (one with "<path>.index"): a sharded Saver has every task check the
+  // shard files it needs, then (all present and valid) read them into its variables; a missing
+  // shard is NotFound naming the shard, the task that wrote it and what to do. An unsharded
+  // Saver reads every shard file from the checkpoint's directory itself.
   void restore(Session& sess, std::string_view path);
+
+  bool sharded() const noexcept { return sharded_requested_; }
 
   const std::vector<Variable>& variables() const noexcept { return variables_; }
   // Checkpoint paths kept in the directory of the latest save, oldest first.
@@ -107,14 +133,25 @@ class Saver {
     std::string dir;                 // as the caller spelled it, for last_checkpoints()
     std::vector<std::string> names;  // checkpoint paths relative to dir, oldest first
   };
+  // The variables of one task and its shard ops.
+  struct ShardGroup {
+    std::string task;               // the variables' device, e.g. "/job:ps/task:0"
+    std::vector<std::size_t> vars;  // indices into variables_
+    std::vector<ShardedIndexEntry> entries;
+    Output request, save, check, restore;
+  };
   Kept& kept_in(const std::string& dir, const std::string& spelled);
   std::string resolve_file(std::string_view path) const;
+  void restore_entries(Session& sess, const CheckpointEntries& entries, const std::string& file);
+  void restore_sharded(Session& sess, const std::string& path, const ShardedIndex& index);
 
   Graph* graph_;
   std::size_t max_to_keep_;
   std::vector<Variable> variables_;
   std::vector<Output> restore_values_;  // placeholder per variable, same order
   Operation restore_op_;                // empty when there are no variables
+  bool sharded_requested_ = false;
+  std::vector<ShardGroup> shards_;  // sharded: one per task holding variables, by task name
   mutable std::mutex mutex_;
   std::map<std::string, Kept> kept_;  // by directory
   std::string last_dir_;
@@ -263,6 +300,7 @@ inline std::optional<CheckpointState> read_checkpoint_state(const std::filesyste
 inline bool checkpoint_exists(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::is_regular_file(checkpoint_file_path(p.string()), ec) ||
+         std::filesystem::is_regular_file(sharded_index_path(p.string()), ec) ||
          std::filesystem::is_regular_file(p, ec);
 }
 
@@ -291,8 +329,11 @@ inline std::string directory_key(const std::string& dir) {
 // ---------------------------------------------------------------------------------------------
 // Definitions
 
-inline Saver::Saver(Graph& graph, std::size_t max_to_keep)
-    : graph_(&graph), max_to_keep_(max_to_keep), variables_(global_variables(graph)) {
+inline Saver::Saver(Graph& graph, SaverOptions options)
+    : graph_(&graph),
+      max_to_keep_(options.max_to_keep),
+      variables_(global_variables(graph)),
+      sharded_requested_(options.sharded) {
   std::map<std::string, const Variable*> whole, sliced;  // by the key each is saved under
   for (const auto& v : variables_)
     (v.save_slice_info() ? sliced : whole).emplace(detail::save_key(v), &v);
@@ -313,6 +354,43 @@ inline Saver::Saver(Graph& graph, std::size_t max_to_keep)
     assigns.push_back(ops::assign(v.ref(), value).op());
   }
   restore_op_ = ops::group(assigns, "restore_all");
+  if (!options.sharded) return;
+
+  // One shard per task holding variables, in the order of the tasks' names.
+  std::map<std::string, std::vector<std::size_t>> by_task;
+  for (std::size_t i = 0; i < variables_.size(); ++i)
+    by_task[DeviceSpec::parse(variables_[i].device()).to_string()].push_back(i);
+  for (auto& [task, vars] : by_task) {
+    ShardGroup group;
+    group.task = task.empty() ? std::string("(the chief)") : task;
+    group.vars = std::move(vars);
+    std::vector<Output> refs;
+    for (std::size_t i : group.vars) {
+      const Variable& v = variables_[i];
+      std::optional<CheckpointSlice> slice;
+      if (const auto& info = v.save_slice_info())
+        slice = CheckpointSlice{info->full_shape, info->var_offset};
+      group.entries.push_back({detail::save_key(v), v.dtype(), v.shape(), std::move(slice)});
+      refs.push_back(v.ref());
+    }
+    {
+      auto colocated = graph.colocate_with(variables_[group.vars.front()].op());
+      group.request = ops::placeholder(graph, DType::int32, {-1}, "shard_request");
+    }
+    shards_.push_back(std::move(group));
+  }
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    ShardGroup& group = shards_[s];
+    std::vector<Output> refs;
+    for (std::size_t i : group.vars) refs.push_back(variables_[i].ref());
+    const std::string stage = group.request.op().name();
+    group.save =
+        detail::shard_op("SaveShard", group.request, refs, group.entries, s, shards_.size(), stage);
+    group.check = detail::shard_op("CheckShard", group.request, refs, group.entries, s,
+                                   shards_.size(), stage);
+    group.restore = detail::shard_op("RestoreShard", group.request, refs, group.entries, s,
+                                     shards_.size(), stage);
+  }
 }
 
 inline Saver::Kept& Saver::kept_in(const std::string& dir, const std::string& spelled) {
@@ -354,42 +432,68 @@ inline std::string Saver::save(Session& sess, std::string_view prefix,
                           "' names a directory; add a file name, e.g. \"" + std::string(prefix) +
                           "model.ckpt\"");
 
-  std::vector<Output> values;
-  for (const auto& v : variables_) values.push_back(v.value());
-  std::lock_guard lock(mutex_);
-  std::vector<Tensor> fetched = values.empty() ? std::vector<Tensor>{} : sess.run(values);
-  CheckpointEntries entries;
-  for (std::size_t i = 0; i < variables_.size(); ++i) {
-    const Variable& v = variables_[i];
-    std::optional<CheckpointSlice> slice;
-    if (const auto& info = v.save_slice_info())
-      slice = CheckpointSlice{info->full_shape, info->var_offset};
-    entries.push_back({detail::save_key(v), std::move(fetched[i]), std::move(slice)});
-  }
-  write_checkpoint_entries(checkpoint_file_path(path), entries);
-
   const std::string dir = detail::parent_directory(path);  // "." when path has none
   const std::string name = std::filesystem::path(path).filename().string();
+  std::lock_guard lock(mutex_);
   Kept& kept = kept_in(dir, std::filesystem::path(path).parent_path().string());
-  last_dir_ = detail::directory_key(dir);
-  std::erase(kept.names, name);  // saved again: it is now the newest
-  kept.names.push_back(name);
+  // What the list becomes and what falls off it, applied once the checkpoint is written.
+  std::vector<std::string> names = kept.names;
+  std::erase(names, name);  // saved again: it is now the newest
+  names.push_back(name);
   std::vector<std::string> doomed;
   if (max_to_keep_ == 0) {
-    kept.names.erase(kept.names.begin(), kept.names.end() - 1);  // list the latest, delete none
+    names.erase(names.begin(), names.end() - 1);  // list the latest, delete none
   } else {
-    while (kept.names.size() > max_to_keep_) {
-      doomed.push_back(kept.names.front());
-      kept.names.erase(kept.names.begin());
+    while (names.size() > max_to_keep_) {
+      doomed.push_back(names.front());
+      names.erase(names.begin());
     }
   }
+
+  if (!shards_.empty()) {
+    // Every task writes its shard and deletes its shards of the doomed checkpoints, in parallel.
+    std::string request;
+    detail::put_field(request, path);
+    for (const auto& old : doomed) detail::put_field(request, old);
+    const Tensor request_tensor = detail::string_tensor(request);
+    FeedMap feeds;
+    std::vector<Output> saves;
+    for (const auto& group : shards_) {
+      feeds.emplace_back(group.request, request_tensor);
+      saves.push_back(group.save);
+    }
+    sess.run(saves, feeds);
+    ShardedIndex index;
+    for (std::size_t s = 0; s < shards_.size(); ++s)
+      index.shards.push_back(
+          {shard_file_name(name, s, shards_.size()), shards_[s].task, shards_[s].entries});
+    write_sharded_index(sharded_index_path(path), index);
+  } else {
+    std::vector<Output> values;
+    for (const auto& v : variables_) values.push_back(v.value());
+    std::vector<Tensor> fetched = values.empty() ? std::vector<Tensor>{} : sess.run(values);
+    CheckpointEntries entries;
+    for (std::size_t i = 0; i < variables_.size(); ++i) {
+      const Variable& v = variables_[i];
+      std::optional<CheckpointSlice> slice;
+      if (const auto& info = v.save_slice_info())
+        slice = CheckpointSlice{info->full_shape, info->var_offset};
+      entries.push_back({detail::save_key(v), std::move(fetched[i]), std::move(slice)});
+    }
+    write_checkpoint_entries(checkpoint_file_path(path), entries);
+  }
+
+  last_dir_ = detail::directory_key(dir);
+  kept.names = std::move(names);
   // The state file first, so it never names a deleted checkpoint.
   detail::write_file_atomically(
       (std::filesystem::path(dir) / detail::kCheckpointStateFile).string(),
       detail::format_checkpoint_state({name, kept.names}));
   for (const auto& old : doomed) {
     std::error_code ec;
-    std::filesystem::remove(checkpoint_file_path((std::filesystem::path(dir) / old).string()), ec);
+    const std::string old_path = (std::filesystem::path(dir) / old).string();
+    std::filesystem::remove(checkpoint_file_path(old_path), ec);
+    std::filesystem::remove(sharded_index_path(old_path), ec);
   }
   return path;
 }
@@ -410,8 +514,120 @@ inline void Saver::restore(Session& sess, std::string_view path) {
   if (&sess.graph() != graph_)
     throw InvalidArgument("Saver::restore: the Session runs another Graph than the Saver's");
   std::lock_guard lock(mutex_);
+  std::string p(path);
+  if (p.ends_with(sharded_index_suffix)) p.resize(p.size() - sharded_index_suffix.size());
+  std::error_code ec;
+  if (!p.empty() && std::filesystem::is_regular_file(sharded_index_path(p), ec)) {
+    const ShardedIndex index = read_sharded_index(sharded_index_path(p));
+    if (!shards_.empty()) return restore_sharded(sess, p, index);
+    // An unsharded Saver: every shard from the checkpoint's directory, read here.
+    const std::filesystem::path dir = detail::parent_directory(p);
+    CheckpointEntries entries;
+    for (std::size_t s = 0; s < index.shards.size(); ++s) {
+      const auto& shard = index.shards[s];
+      if (!std::filesystem::is_regular_file(dir / shard.file, ec))
+        throw NotFound("checkpoint '" + p + "' is sharded and its shard " + std::to_string(s) +
+                       " ('" + shard.file + "', written by " + shard.task + ") is not in '" +
+                       dir.string() +
+                       "': copy every shard of the checkpoint into that directory, or restore "
+                       "with a sharded Saver (SaverOptions::sharded) and the same ps count and "
+                       "placement as the save, so each task reads the shard it wrote");
+      for (auto& e : read_checkpoint_entries((dir / shard.file).string()))
+        entries.push_back(std::move(e));
+    }
+    return restore_entries(sess, entries, sharded_index_path(p));
+  }
   const std::string file = resolve_file(path);
-  const CheckpointEntries entries = read_checkpoint_entries(file);
+  restore_entries(sess, read_checkpoint_entries(file), file);
+}
+
+inline void Saver::restore_sharded(Session& sess, const std::string& path,
+                                   const ShardedIndex& index) {
+  const std::string file = sharded_index_path(path);
+  struct Part {
+    std::size_t shard;
+    const ShardedIndexEntry* entry;
+  };
+  std::map<std::string, std::vector<Part>, std::less<>> by_key;
+  for (std::size_t s = 0; s < index.shards.size(); ++s)
+    for (const auto& e : index.shards[s].entries) by_key[e.key].push_back({s, &e});
+
+  // Every variable is checked against the index first: a checkpoint of another model fails
+  // here, before any task reads anything.
+  FeedMap feeds;
+  std::vector<Output> checks, restores;
+  for (const auto& group : shards_) {
+    std::vector<bool> needed(index.shards.size(), false);
+    for (std::size_t k = 0; k < group.vars.size(); ++k) {
+      const Variable& v = variables_[group.vars[k]];
+      const ShardedIndexEntry& want = group.entries[k];
+      auto it = by_key.find(want.key);
+      if (it == by_key.end()) {
+        std::string held;
+        std::size_t listed = 0;
+        for (const auto& [key, parts] : by_key)
+          if (listed++ < 10) held += (held.empty() ? "" : ", ") + key;
+        if (by_key.size() > 10) held += ", ...";
+        throw NotFound("checkpoint '" + file + "' has no value for " +
+                       detail::describe_variable(v) +
+                       (want.slice ? " under '" + want.key + "'" : std::string()) +
+                       " (it holds: " + (held.empty() ? "nothing" : held) +
+                       "): restore a checkpoint saved from this model");
+      }
+      const ShardedIndexEntry& first = *it->second.front().entry;
+      const Shape full = detail::entry_full_shape(want);
+      if (first.dtype != want.dtype || detail::entry_full_shape(first) != full)
+        throw InvalidArgument("checkpoint '" + file + "' holds '" + want.key + "' as " +
+                              std::string(dtype_name(first.dtype)) +
+                              shape_string(detail::entry_full_shape(first)) +
+                              ", the graph declares " + detail::describe_variable(v) + " of " +
+                              std::string(dtype_name(want.dtype)) + shape_string(full) +
+                              ": restore a checkpoint saved from this model");
+      const auto offset = detail::entry_block_offset(want);
+      std::size_t covered = 0;
+      for (const auto& part : it->second) {
+        const std::size_t n = detail::overlap_elements(detail::entry_block_offset(*part.entry),
+                                                       part.entry->shape, offset, want.shape);
+        covered += n;
+        if (n > 0) needed[part.shard] = true;
+      }
+      if (covered != num_elements(want.shape))
+        throw NotFound("checkpoint '" + file + "' holds only part of the " +
+                       detail::describe_variable(v) + ": its shards cover " +
+                       std::to_string(covered) + " of the " +
+                       std::to_string(num_elements(want.shape)) + " elements of block " +
+                       detail::block_string(offset, want.shape) + " of '" + want.key +
+                       "'; restore a checkpoint saved with every shard of '" + want.key + "'");
+    }
+    std::string request;
+    detail::put_field(request, path);
+    for (std::size_t s = 0; s < needed.size(); ++s) {
+      if (!needed[s]) continue;
+      detail::put_field(request, s);
+      detail::put_field(request, index.shards[s].file);
+      detail::put_field(request, index.shards[s].task);
+    }
+    feeds.emplace_back(group.request, detail::string_tensor(request));
+    checks.push_back(group.check);
+    restores.push_back(group.restore);
+  }
+  // Every task reads and checks its shards; only when all succeeded does any variable change.
+  try {
+    sess.run(checks, feeds);
+  } catch (const Error&) {
+    FeedMap drop;  // the tasks that did check drop the blocks they keep; best effort
+    for (const auto& group : shards_) drop.emplace_back(group.request, detail::string_tensor(""));
+    try {
+      sess.run(restores, drop);
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  sess.run(restores, feeds);
+}
+
+inline void Saver::restore_entries(Session& sess, const CheckpointEntries& entries,
+                                   const std::string& file) {
   const detail::CheckpointIndex index(entries);
 
   FeedMap feeds;
