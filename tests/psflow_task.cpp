@@ -1,5 +1,6 @@
 // A plain psflow task for multi-process tests: serves its cluster address until told to stop.
 //   psflow_task --ps_hosts=... --worker_hosts=... --job_name=ps --task_index=0
+//               [--heartbeat_timeout_s=10]
 //               [--checkpoint_dir=DIR]   (its own directory for sharded checkpoints)
 #include <iostream>
 #include <psflow/psflow.hpp>

@@ -361,6 +361,28 @@ TEST_CASE("TaskFlags errors are InvalidArgument with a clear message") {
       Contains("task index 4 is out of range"));
 }
 
+TEST_CASE("TaskFlags: --heartbeat_timeout_s sets the server options' heartbeat timeout") {
+  using psflow::InvalidArgument;
+  using psflow::ServerOptions;
+  const std::vector<std::string> base{"prog", "--ps_hosts=a:1", "--worker_hosts=b:2",
+                                      "--job_name=worker"};
+  CHECK(TaskFlags::parse(base, std::nullopt).server_options().heartbeat_timeout ==
+        ServerOptions{}.heartbeat_timeout);
+  auto with = [&](const std::string& flag) {
+    auto args = base;
+    args.push_back(flag);
+    return TaskFlags::parse(args, std::nullopt);
+  };
+  const TaskFlags two = with("--heartbeat_timeout_s=2.5");
+  CHECK(two.server_options().heartbeat_timeout == std::chrono::milliseconds(2500));
+  CHECK(two.remaining_args == std::vector<std::string>{"prog"});
+  CHECK(with("--heartbeat_timeout_s=0").server_options().heartbeat_timeout.count() == 0);
+  for (const char* bad :
+       {"--heartbeat_timeout_s=-1", "--heartbeat_timeout_s=ten", "--heartbeat_timeout_s="})
+    CHECK_THROWS_AS(with(bad), InvalidArgument);
+  CHECK_THROWS_WITH(with("--heartbeat_timeout_s=x"), Catch::Contains("0 to turn heartbeats off"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Slurm (distributed/slurm_cluster.hpp): every test reads a hand-made SlurmEnvironment, never the
 // process's own, except the one about ClusterSpec::from_slurm.

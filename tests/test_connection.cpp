@@ -3,7 +3,8 @@
 // however the bytes are split, and big payloads leave intact through partial writes; a peer
 // that closes mid-frame closes the connection (close handler once, pending calls Unavailable,
 // no hang); a call without a reply fails with DeadlineExceeded; frames claiming more than the
-// limits close the connection before anything is allocated.
+// limits close the connection before anything is allocated. With a heartbeat timeout, idle
+// connections stay open, a slow big frame counts as activity, and a silent peer is declared dead.
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -572,4 +573,113 @@ TEST_CASE("closing locally fails pending calls with the reason, a second close d
   std::lock_guard lock(events.mutex);
   CHECK(events.closes.size() == 1);
   CHECK(events.closes[0].message() == pending.status.message());
+}
+
+TEST_CASE("heartbeats keep an idle pair of connections open, and reach no frame handler") {
+  Events events_a, events_b;
+  Reply answered;
+  IoThread loop;
+  auto [socket_a, socket_b] = socket_pair(loop.io);
+  auto a = std::make_shared<Connection>(std::move(socket_a), wire::WireLimits{}, "peer b", 300ms);
+  auto b = std::make_shared<Connection>(std::move(socket_b), wire::WireLimits{}, "peer a", 300ms);
+  events_b.echo = true;
+  events_a.start(a);
+  events_b.start(b);
+  std::this_thread::sleep_for(1500ms);  // five heartbeat timeouts without a single frame
+  CHECK(a->is_open());
+  CHECK(b->is_open());
+  a->call(wire::Frame{wire::MessageType::ping, 0, "still there?", {}}, answered.callback(), 10s);
+  REQUIRE(answered.wait());
+  {
+    std::lock_guard lock(answered.mutex);
+    CHECK(answered.status.ok());
+    CHECK(answered.frame.metadata == "re:still there?");
+  }
+  {
+    std::lock_guard lock(events_a.mutex);
+    CHECK(events_a.frames.empty());
+    CHECK(events_a.closes.empty());
+  }
+  {
+    std::lock_guard lock(events_b.mutex);
+    REQUIRE(events_b.frames.size() == 1);  // the ping: no heartbeat reached the handler
+    CHECK(events_b.frames[0].type == wire::MessageType::ping);
+    CHECK(events_b.closes.empty());
+  }
+  a->close(Status(ErrorCode::unavailable, "test over"));
+}
+
+TEST_CASE("a slow big frame counts as activity: its peer is not declared dead meanwhile") {
+  Events events;
+  IoThread loop;
+  auto [socket_c, raw] = socket_pair(loop.io);
+  auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "slow sender", 1s);
+  events.start(c);
+  // 1 MiB written in 25 pieces 100 ms apart: 2.5 s, two and a half heartbeat timeouts, during
+  // which the raw peer sends no heartbeat, only the frame's bytes.
+  constexpr std::size_t kFloats = 256 * 1024;
+  const Tensor payload = pattern(kFloats, 3);
+  const std::string table = table_entry(DType::float32, {kFloats});
+  write_raw(raw, header_bytes(wire::MessageType::tensor, 0,
+                              static_cast<std::uint32_t>(table.size()), kFloats * 4, 1) +
+                     table);
+  const char* bytes = static_cast<const char*>(payload.raw_data());
+  constexpr std::size_t kPieces = 25;
+  const std::size_t piece = (kFloats * 4 + kPieces - 1) / kPieces;
+  for (std::size_t at = 0; at < kFloats * 4; at += piece) {
+    std::this_thread::sleep_for(100ms);
+    write_raw(raw, std::string(bytes + at, std::min(piece, kFloats * 4 - at)));
+  }
+  REQUIRE(events.wait_frames(1));
+  CHECK(c->is_open());
+  std::lock_guard lock(events.mutex);
+  CHECK(events.closes.empty());
+  REQUIRE(events.frames[0].tensors.size() == 1);
+  CHECK(events.frames[0].tensors[0].equals(payload));
+}
+
+TEST_CASE("a silent peer is declared dead after the heartbeat timeout, naming it and the silence") {
+  Events events;
+  Reply pending;
+  IoThread loop;
+  auto [socket_c, raw] = socket_pair(loop.io);
+  auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{},
+                                        "client 127.0.0.1:4242", 400ms);
+  c->set_peer_task("/job:ps/replica:0/task:1");
+  const auto started = std::chrono::steady_clock::now();
+  events.start(c);
+  c->call(wire::Frame{wire::MessageType::ping, 0, "anyone?", {}}, pending.callback());
+  // The raw peer reads what comes (the request, then heartbeats) and never answers.
+  REQUIRE(read_frame(raw));
+  const auto heartbeat = read_frame(raw);
+  REQUIRE(heartbeat);
+  CHECK(heartbeat->first.type == wire::MessageType::heartbeat);
+  CHECK(heartbeat->second.empty());
+  REQUIRE(events.wait_closed());
+  CHECK(std::chrono::steady_clock::now() - started >= 400ms);  // not before its time
+  CHECK(sees_close(raw));
+  REQUIRE(pending.wait());
+  std::lock_guard lock(events.mutex);
+  REQUIRE(events.closes.size() == 1);
+  const Status& reason = events.closes[0];
+  CHECK(reason.code() == ErrorCode::unavailable);
+  CHECK_THAT(reason.message(),
+             Catch::Contains("/job:ps/replica:0/task:1") && Catch::Contains("127.0.0.1:4242") &&
+                 Catch::Contains("sent nothing for") && Catch::Contains("heartbeat timeout 0.4 s"));
+  std::lock_guard pending_lock(pending.mutex);
+  CHECK(pending.status.code() == ErrorCode::unavailable);
+  CHECK(pending.status.message() == reason.message());
+}
+
+TEST_CASE("without a heartbeat timeout a silent peer is never declared dead") {
+  Events events;
+  IoThread loop;
+  auto [socket_c, raw] = socket_pair(loop.io);
+  auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "quiet peer");
+  events.start(c);
+  std::this_thread::sleep_for(1s);
+  CHECK(c->is_open());
+  pollfd p{raw.native_handle(), POLLIN, 0};
+  CHECK(::poll(&p, 1, 0) == 0);  // and it sent no heartbeat
+  c->close(Status(ErrorCode::unavailable, "test over"));
 }

@@ -697,3 +697,184 @@ TEST_CASE("an embedding step over 2 ps tasks moves only rows, and --explain mark
   CHECK_THAT(text, Catch::Contains("sparse transfer(s)"));
   CHECK(worker.stop_job("ps") == 2);
 }
+
+namespace {
+
+// A graph whose every run reads a variable on ps0: "v * 2" on the worker.
+struct DoubledVariable {
+  Graph g;
+  Output doubled;
+  explicit DoubledVariable(const ClusterSpec& cluster) {
+    auto placement = g.device(
+        train::replica_device_setter({.worker_device = "/job:worker/task:0", .cluster = cluster}));
+    Variable v = get_variable(g, "v", {3}, constant_initializer(1));
+    doubled = v * 2.0;
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a stopped ps is declared dead within its heartbeat timeout, and resumed it serves again") {
+  Cluster cluster(1, 1, /*start=*/false);
+  cluster.ps_flags[0] = {"--heartbeat_timeout_s=1"};
+  cluster.start_ps(0);
+  ServerOptions options = cluster.quiet(5s);
+  options.heartbeat_timeout = 1s;
+  options.step_timeout = 60s;  // a hang fails the test instead of holding it
+  Server worker(cluster.spec(), "worker", 0, options);
+  DoubledVariable model(cluster.spec());
+  Session sess(model.g, worker.target());
+  sess.run(global_variables_initializer(model.g));
+  CHECK(sess.run({model.doubled})[0].equals(Tensor::filled(2.0f, {3})));
+  const auto last_good = std::chrono::steady_clock::now();
+  {
+    psflow::testing::StoppedProcess frozen(*cluster.ps[0]);  // no FIN, no RST: it just stops
+    try {
+      sess.run({model.doubled});
+      FAIL("a run against a stopped ps must fail");
+    } catch (const Unavailable& e) {
+      CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0") &&
+                               Catch::Contains(cluster.ps_hosts[0]) &&
+                               Catch::Contains("sent nothing for") &&
+                               Catch::Contains("heartbeat timeout 1.0 s"));
+    }
+    const double took = seconds_since(last_good);
+    INFO("failed " << took << " s after the last good step");
+    CHECK(took < 8.0);  // 1 s heartbeat timeout, generous slack for a loaded machine
+  }
+  // Resumed, the ps finds its connections closed and drops its half of the step; the next
+  // runs reconnect to the same process (same incarnation) and work.
+  for (int i = 0; i < 3; ++i) {
+    try {
+      CHECK(sess.run({model.doubled})[0].equals(Tensor::filled(2.0f, {3})));
+      break;
+    } catch (const Unavailable& e) {
+      WARN("run after SIGCONT failed (retrying): " << e.what());
+    }
+  }
+  CHECK(worker.stop_job("ps") == 1);
+  REQUIRE(cluster.ps[0]->wait_for(10s));
+}
+
+TEST_CASE(
+    "with default options a run blocked on a SIGSTOPped ps fails within 15 s of the last good "
+    "step") {
+  Cluster cluster(1, 1);
+  ServerOptions options = cluster.quiet();
+  REQUIRE(options.heartbeat_timeout == ServerOptions{}.heartbeat_timeout);  // the default, 10 s
+  Server worker(cluster.spec(), "worker", 0, options);
+  DoubledVariable model(cluster.spec());
+  Session sess(model.g, worker.target());
+  sess.run(global_variables_initializer(model.g));
+  CHECK(sess.run({model.doubled})[0].equals(Tensor::filled(2.0f, {3})));
+  const auto last_good = std::chrono::steady_clock::now();
+  psflow::testing::StoppedProcess frozen(*cluster.ps[0]);
+  try {
+    sess.run({model.doubled});
+    FAIL("a run against a stopped ps must fail");
+  } catch (const Unavailable& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0") &&
+                             Catch::Contains(cluster.ps_hosts[0]) &&
+                             Catch::Contains("sent nothing for"));
+  }
+  const double took = seconds_since(last_good);
+  INFO("failed " << took << " s after the last good step");
+  CHECK(took < 15.0);  // the promise (docs/running-a-cluster.md); about 10 s is typical
+  frozen.resume();
+  cluster.ps[0]->kill(SIGKILL);
+}
+
+TEST_CASE("runs against a killed ps each fail within one connect_timeout") {
+  Cluster cluster(1, 1);
+  constexpr auto kConnectTimeout = 4s;
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet(kConnectTimeout));
+  DoubledVariable model(cluster.spec());
+  Session sess(model.g, worker.target());
+  sess.run(global_variables_initializer(model.g));
+  CHECK(sess.run({model.doubled})[0].equals(Tensor::filled(2.0f, {3})));
+  cluster.ps[0]->kill(SIGKILL);
+  REQUIRE(cluster.ps[0]->wait_for(10s));
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      sess.run({model.doubled});
+      FAIL("running against a dead ps must fail");
+    } catch (const Unavailable& e) {
+      CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0") &&
+                               Catch::Contains(cluster.ps_hosts[0]));
+    }
+    const double took = seconds_since(start);
+    INFO("run " << i << " failed after " << took << " s");
+    CHECK(took < 7.0);  // one 4 s connect timeout and slack; two would be 8 s
+  }
+}
+
+TEST_CASE("a task that accepts connections but never says hello is given up at connect_timeout") {
+  Cluster cluster(1, 1, /*start=*/false);
+  // Something listens on the ps's address (the kernel completes the TCP handshake) and never
+  // answers: a frozen ps looks the same to a new connection.
+  boost::asio::io_context io;
+  const auto colon = cluster.ps_hosts[0].rfind(':');
+  boost::asio::ip::tcp::acceptor mute(
+      io, {boost::asio::ip::make_address("127.0.0.1"),
+           static_cast<unsigned short>(std::stoi(cluster.ps_hosts[0].substr(colon + 1)))});
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet(2s));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    worker.connect("/job:ps/replica:0/task:0");
+    FAIL("connecting to a task that never says hello must fail");
+  } catch (const Unavailable& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0") &&
+                             Catch::Contains(cluster.ps_hosts[0]) &&
+                             Catch::Contains("no answer within the connect timeout"));
+  }
+  const double took = seconds_since(start);
+  INFO("gave up after " << took << " s");
+  CHECK(took >= 1.9);
+  CHECK(took < 6.0);  // the 2 s connect timeout and slack, far from the 60 s rpc_timeout
+}
+
+TEST_CASE("a step that moves a tensor between two ps fails when the sending ps freezes") {
+  Cluster cluster(2, 1, /*start=*/false);
+  for (auto& flags : cluster.ps_flags) flags = {"--heartbeat_timeout_s=1"};
+  cluster.start_ps(0);
+  cluster.start_ps(1);
+  ServerOptions options = cluster.quiet(5s);
+  options.heartbeat_timeout = 1s;
+  options.step_timeout = 60s;  // a hang fails the test instead of holding it
+  Server worker(cluster.spec(), "worker", 0, options);
+  Graph g;
+  Variable on_ps1;
+  Output on_ps0;
+  {
+    auto ps1 = g.device("/job:ps/task:1");
+    on_ps1 = get_variable(g, "far", {3}, constant_initializer(3));
+  }
+  {
+    // ps0 waits for ps1's tensor; the worker waits for ps0.
+    auto ps0 = g.device("/job:ps/task:0");
+    on_ps0 = on_ps1 * 2.0;
+  }
+  Session sess(g, worker.target());
+  sess.run(global_variables_initializer(g));
+  CHECK(sess.run({on_ps0})[0].equals(Tensor::filled(6.0f, {3})));
+  const auto last_good = std::chrono::steady_clock::now();
+  psflow::testing::StoppedProcess frozen(*cluster.ps[1]);
+  try {
+    sess.run({on_ps0});
+    FAIL("a step waiting on a frozen ps must fail");
+  } catch (const Unavailable& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:1"));
+  }
+  const double took = seconds_since(last_good);
+  INFO("failed " << took << " s after the last good step");
+  CHECK(took < 8.0);  // 1 s heartbeat timeout, generous slack
+  frozen.resume();
+  CHECK(worker.stop_job("ps") == 2);
+  for (auto& ps : cluster.ps) CHECK(ps->wait_for(10s));
+}

@@ -1,7 +1,11 @@
 // MonitoredTrainingSession with real ps processes: hooks, a shared stop step, a non-chief
-// waiting for the chief, and recovery when the ps is killed and restarted.
+// waiting for the chief, recovery when the ps is killed and restarted, and the log of each
+// recovery attempt when it never comes back.
 #include <catch2/catch.hpp>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "psflow/psflow.hpp"
 #include "psflow/train/global_step.hpp"
@@ -173,4 +177,57 @@ TEST_CASE(
   CHECK(chief.raw_session().run({m0.global_step.value()})[0].scalar<std::int64_t>() >= 40);
   chief.close();
   w0.stop_job("ps");
+}
+
+TEST_CASE(
+    "every recovery attempt is logged with its number, the error and the time left, until it "
+    "gives up") {
+  PsCluster cluster(1);
+  Server w0(cluster.spec(), "worker", 0, cluster.quiet(1s));
+  CounterModel m0(cluster.spec(), 0);
+  auto options = mts_options(w0, true, 1000);
+  options.recovery_wait_secs = 0.2;
+  options.recovery_deadline_secs = 3;
+  train::MonitoredTrainingSession chief(m0.g, options);
+  for (int i = 0; i < 3; ++i) chief.run(m0.train_op);
+
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  const int owner = 0;
+  detail::set_log_sink(
+      [&](std::string_view line) {
+        std::lock_guard lock(mutex);
+        lines.emplace_back(line);
+      },
+      &owner);
+  struct Restore {
+    const void* owner;
+    ~Restore() { detail::clear_log_sink(owner); }
+  } restore{&owner};
+  cluster.ps[0]->kill(SIGKILL);
+  REQUIRE(cluster.ps[0]->wait_for(10s));
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(chief.run(m0.train_op), Unavailable);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  detail::clear_log_sink(&owner);
+
+  std::lock_guard lock(mutex);
+  std::string all;
+  for (const auto& line : lines) all += line + "\n";
+  INFO(all);
+  CHECK(took < 3 + 1 + 5);  // the recovery deadline, one connect timeout, slack
+  CHECK_THAT(all, Catch::Contains("run failed (") &&
+                      Catch::Contains("s left before recovery_deadline_secs (3 s)"));
+  int attempts = 0;
+  for (const auto& line : lines) {
+    const std::string numbered = "recovery attempt " + std::to_string(attempts + 1) + " failed (";
+    if (line.find(numbered) == std::string::npos) continue;
+    ++attempts;
+    CHECK_THAT(line, Catch::Contains("/job:ps/replica:0/task:0") &&
+                         (Catch::Contains("s left before recovery_deadline_secs (3 s)") ||
+                          Catch::Contains("giving up")));
+  }
+  CHECK(attempts >= 2);
+  CHECK_THAT(lines.back(), Catch::Contains("giving up: recovery_deadline_secs (3 s) passed"));
 }

@@ -1,10 +1,10 @@
 // The trainer example as real ps and worker processes on loopback, through the failures the
-// recovery table in README describes: a ps killed and restarted, a worker killed and restarted,
-// the chief killed (async and sync), a sync backup replica dying, and 2 ps + 2 workers with
-// variables on both ps. Every wait is bounded; each test kills only the processes it started.
-// Short runs on the real Fashion-MNIST files; the release build runs them (they are timed by
-// wall clock, which sanitizers stretch; the in-process equivalents run under the sanitizers
-// in test_monitored_session and test_sync_replicas).
+// recovery table in README describes: a ps killed and restarted, a ps frozen with SIGSTOP and
+// resumed, a worker killed and restarted, the chief killed (async and sync), a sync backup
+// replica dying, and 2 ps + 2 workers with variables on both ps. Every wait is bounded; each test
+// kills only the processes it started. Short runs on the real Fashion-MNIST files; the release
+// build runs them (they are timed by wall clock, which sanitizers stretch; the in-process
+// equivalents run under the sanitizers in test_monitored_session and test_sync_replicas).
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
@@ -246,6 +246,38 @@ TEST_CASE(
   // failed over to a new session and then finished its loop.
   CHECK(contains(cluster.worker(1).err(), "re-creating the session"));
   CHECK(contains(cluster.worker(1).err(), "worker 1 done"));
+}
+
+TEST_CASE(
+    "async: a ps stopped with SIGSTOP is declared dead by the workers within the heartbeat "
+    "timeout, resumed it serves again and the run finishes") {
+  TrainerCluster cluster(1, 2, short_run(1200, {"--heartbeat_timeout_s=2"}));
+  cluster.start_all();
+  wait_for_progress(cluster, 300);
+  {
+    // Frozen: no FIN, no RST, its sockets stay open; only the heartbeats can tell.
+    psflow::testing::StoppedProcess frozen(cluster.ps(0));
+    const auto stopped = std::chrono::steady_clock::now();
+    INFO(cluster.logs());
+    for (int i = 0; i < 2; ++i)
+      REQUIRE(eventually([&] { return cluster.worker(i).err(); },
+                         [](const std::string& log) { return contains(log, "declared dead"); },
+                         30s));
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+    INFO("both workers declared the ps dead after " << took << " s");
+    CHECK(took < 2 + 8);  // --heartbeat_timeout_s=2, generous slack for a loaded machine
+    std::this_thread::sleep_for(1s);
+  }  // SIGCONT
+  require_clean_end(cluster, 2);
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = cluster.worker(i).err();
+    INFO(log);
+    CHECK(contains(log, "/job:ps/replica:0/task:0"));
+    CHECK(contains(log, "re-creating the session"));
+  }
+  REQUIRE(cluster.ps(0).wait_for(30s));
+  CHECK(cluster.ps(0).exit_code() == 0);
 }
 
 TEST_CASE("async: a non-chief worker killed mid-training: the others go on, restarted it rejoins") {

@@ -1,7 +1,8 @@
 // WorkerService in-process, without a network: a registered partition runs for a step, taking
 // tensors delivered for the step (also before it starts) and handing its sends to other tasks
 // to RemoteSend; abort_step fails a running step; deregistered and unknown handles fail typed;
-// steps that never start are swept; the destructor ends running steps.
+// steps that never start are swept; the destructor ends running steps; a lost connection to a
+// task fails the running steps that receive from it.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -53,15 +54,15 @@ class ScaleKernel : public OpKernel {
 }();
 
 // The worker's partition of "y = 2 * x" with x on the ps and y needed there: _Recv x from the
-// ps, scale, _Send y back.
-GraphDef scale_partition() {
+// ps, scale, _Send y back. `ps`: the ps device x comes from.
+GraphDef scale_partition(const std::string& ps = kPs) {
   GraphDef def;
   def.nodes.push_back(NodeDef{"recv_x",
                               "_Recv",
                               {},
                               kWorker,
                               {{"tensor_name", std::string("x:0")},
-                               {"send_device", kPs},
+                               {"send_device", ps},
                                {"send_device_incarnation", kPsIncarnation},
                                {"recv_device", kWorker},
                                {"dtype", DType::float32},
@@ -308,4 +309,34 @@ TEST_CASE("destroying the service fails its running steps and waits for them") {
   REQUIRE(outbox.done[30].size() == 1);
   CHECK(outbox.done[30][0].code() == ErrorCode::aborted);
   CHECK_THAT(outbox.done[30][0].message(), Catch::Contains("shutting down"));
+}
+
+TEST_CASE("a lost connection fails the steps receiving from that task, and only those") {
+  Fixture f;
+  const std::string ps1 = "/job:ps/replica:0/task:1/device:CPU:0";
+  const std::string from_ps0 = f.service.register_graph(scale_partition());
+  const std::string from_ps1 = f.service.register_graph(scale_partition(ps1));
+  f.service.run_graph(from_ps0, 11, f.outbox.on_done(11));
+  f.service.run_graph(from_ps1, 12, f.outbox.on_done(12));
+  // A step that has tensors waiting but never started is not a running partition.
+  f.service.deliver(13, kInKey, f32({1}));
+  CHECK(f.service.abort_steps_receiving_from("/job:worker/replica:0/task:0",
+                                             Status(ErrorCode::unavailable, "not a source")) == 0);
+
+  const Status lost(ErrorCode::unavailable,
+                    "connection to /job:ps/replica:0/task:0 at 127.0.0.1:2222 lost: the peer "
+                    "sent nothing for 10.0 s");
+  CHECK(f.service.abort_steps_receiving_from("/job:ps/replica:0/task:0", lost) == 1);
+  const auto status = f.outbox.wait_done(11);
+  REQUIRE(status);
+  CHECK(status->code() == ErrorCode::unavailable);
+  CHECK_THAT(status->message(), Catch::Contains("sent nothing for 10.0 s"));
+  std::this_thread::sleep_for(20ms);
+  CHECK_FALSE(f.outbox.is_done(12));  // it receives from ps1 only: still waiting
+
+  f.service.deliver(12, rendezvous_key(ps1, kPsIncarnation, kWorker, "x:0"), f32({1, 2, 3}));
+  const auto other = f.outbox.wait_done(12);
+  REQUIRE(other);
+  CHECK(other->ok());
+  CHECK(f.service.abort_steps_receiving_from("/job:ps/replica:0/task:1", lost) == 0);
 }

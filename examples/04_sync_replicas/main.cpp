@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   std::optional<psflow::TaskFlags> task = flags.parse_task(argc, argv);
   if (!task) flags.fail("give --job_name=ps|worker and the cluster (or use run_cluster.sh)");
 
-  psflow::Server server(task->cluster, task->job_name, task->task_index);
+  psflow::Server server(task->cluster, task->job_name, task->task_index, task->server_options());
   if (task->job_name == "ps") {
     example::serve_until_signal(server);
     return 0;

@@ -46,6 +46,7 @@ Flags (defaults in parentheses):
   --secret_file                  a file with the cluster secret: only tasks that know it get in
                                  (default: the environment variable PSFLOW_CLUSTER_SECRET; see
                                  docs/security.md)
+  --heartbeat_timeout_s (10)     a peer silent this long is declared dead (0: never)
   --explain, --explain=words     the worker prints where each op runs and what crosses processes;
                                  the ps logs what it does each step
   --explain=dot --explain_dir (.)   the worker writes add_mul_div_graph.dot (and .svg with

@@ -103,6 +103,7 @@ Flags of every task (defaults in parentheses):
   --bind_all                     listen on every interface, not only on this task's address
   --secret_file                  a file with the cluster secret: only tasks that know it get in
                                  (default: the environment variable PSFLOW_CLUSTER_SECRET)
+  --heartbeat_timeout_s (10)     a peer silent this long is declared dead (0: never)
   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
   --progress (auto)              a line with the global step, steps/s, ETA and loss: auto: on a
@@ -175,6 +176,8 @@ inline TaskOptions parse_task_flags(
     }
     if (name == "connect_timeout_s")
       options.connect_timeout_s = parse_number<double>(name, value, 0.1);
+    else if (name == "heartbeat_timeout_s")  // TaskFlags reads it; in one process it is moot
+      (void)parse_number<double>(name, value, 0);
     else if (name == "recovery_deadline_s")
       options.recovery_deadline_s = parse_number<double>(name, value, 0);
     else if (name == "shutdown_wait_s")

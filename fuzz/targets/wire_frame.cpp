@@ -80,7 +80,8 @@ void decode_metadata(MessageType type, const std::string& metadata) {
     case MessageType::stop_server:
       return decode_and_round_trip<StopServer>(metadata, "stop_server");
     case MessageType::ping:
-      return;  // its metadata is not read
+    case MessageType::heartbeat:
+      return;  // their metadata is not read
   }
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -113,6 +114,37 @@ class ChildProcess {
   bool exited_ = false;
   int status_ = 0;
   std::string out_path_, err_path_;
+};
+
+// Stops a child with SIGSTOP (it freezes: no FIN, no RST, its sockets stay open) until the
+// guard goes away, which resumes it with SIGCONT, also when the test fails in between.
+class StoppedProcess {
+ public:
+  // Returns once the child is stopped (a signal is delivered asynchronously), at most 10 s.
+  explicit StoppedProcess(ChildProcess& child) : child_(child) {
+    child_.kill(SIGSTOP);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline && !stopped())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  StoppedProcess(const StoppedProcess&) = delete;
+  StoppedProcess& operator=(const StoppedProcess&) = delete;
+  ~StoppedProcess() { resume(); }
+  void resume() {
+    if (!resumed_) child_.kill(SIGCONT);
+    resumed_ = true;
+  }
+  // The state letter in /proc/<pid>/stat is 'T' (stopped by a signal).
+  bool stopped() const {
+    std::ifstream stat("/proc/" + std::to_string(child_.pid()) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto paren = text.rfind(')');
+    return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T';
+  }
+
+ private:
+  ChildProcess& child_;
+  bool resumed_ = false;
 };
 
 // A loopback port that was free a moment ago (bound, read back, released), and never one this

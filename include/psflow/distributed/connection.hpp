@@ -9,6 +9,14 @@
 // pending request then fails with Unavailable.
 // Requests may carry a deadline, checked by a timer every 50 ms.
 //
+// Heartbeats (when a heartbeat timeout is given): the side that has sent nothing for a quarter
+// of the timeout sends an empty heartbeat frame; a peer from which nothing arrived for the whole
+// timeout (no frame, and no byte of a large frame still coming in) is declared dead and the
+// connection closes with Unavailable naming it and how long it was silent. This catches a peer
+// that stopped (SIGSTOP, a hung host, a cut network) without closing its socket. A timer tick
+// that comes late because this process itself stalled restarts the count from that tick, so
+// the stall is not held against the peer.
+//
 // Thread-safe: send(), call() and close() may be called from any thread. Handlers run on the
 // connection's strand (the I/O thread).
 #pragma once
@@ -21,6 +29,7 @@
 #include <atomic>
 #include <boost/asio.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -47,7 +56,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   using ReplyCallback = std::function<void(Status, wire::Frame)>;
 
   // `description` names the peer in messages ("/job:ps/replica:0/task:0 at 127.0.0.1:2222").
-  Connection(asio::ip::tcp::socket socket, wire::WireLimits limits, std::string description);
+  // `heartbeat_timeout`: how long the peer may stay silent before it is declared dead (zero:
+  // never; no heartbeats are sent either).
+  Connection(asio::ip::tcp::socket socket, wire::WireLimits limits, std::string description,
+             std::chrono::milliseconds heartbeat_timeout = {});
 
   // Starts reading; `on_frame` gets every frame that is not a reply to one of our requests,
   // `on_close` the reason once the connection closes. Both run on the strand.
@@ -133,9 +145,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void deliver();
   void close_on_read_error(const boost::system::error_code& ec);
 
-  // Every 50 ms: fail the requests past their deadline.
+  // Every 50 ms: fail the requests past their deadline, and check the heartbeats.
   void arm_timer();
   void expire_requests();
+  // Sends a heartbeat when we have been quiet, closes when the peer has been silent too long.
+  void check_heartbeats(Clock::time_point now);
+  // Something arrived from the peer, or some of our bytes left.
+  void note_received() noexcept { last_received_.store(Clock::now().time_since_epoch().count()); }
+  void note_sent() noexcept { last_sent_.store(Clock::now().time_since_epoch().count()); }
+  // The peer's task when it said hello and the description does not name it, else "the peer"
+  // (the close reason names the description too).
+  std::string peer_name() const;
   // Closes at once (strand); `log` says why on standard error.
   void close_now(const Status& reason, bool log = false);
 
@@ -144,6 +164,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer timer_;
   const wire::WireLimits limits_;
   const std::string description_;
+  const std::chrono::milliseconds heartbeat_timeout_;
+  // Clock readings (time_since_epoch counts) of the last activity each way; any thread.
+  std::atomic<Clock::rep> last_received_;
+  std::atomic<Clock::rep> last_sent_;
+  Clock::time_point last_tick_;  // strand only
   FrameHandler on_frame_;
   CloseHandler on_close_;
 
@@ -169,12 +194,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
 // ---------------------------------------------------------------------------------------------
 
 inline Connection::Connection(asio::ip::tcp::socket socket, wire::WireLimits limits,
-                              std::string description)
+                              std::string description, std::chrono::milliseconds heartbeat_timeout)
     : socket_(std::move(socket)),
       strand_(asio::make_strand(socket_.get_executor())),
       timer_(strand_),
       limits_(limits),
-      description_(std::move(description)) {
+      description_(std::move(description)),
+      heartbeat_timeout_(heartbeat_timeout),
+      last_received_(Clock::now().time_since_epoch().count()),
+      last_sent_(Clock::now().time_since_epoch().count()) {
   boost::system::error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
 }
@@ -183,6 +211,8 @@ inline void Connection::start(FrameHandler on_frame, CloseHandler on_close) {
   on_frame_ = std::move(on_frame);
   on_close_ = std::move(on_close);
   asio::dispatch(strand_, [self = shared_from_this()] {
+    self->last_tick_ = Clock::now();
+    self->note_received();  // the silence counts from the start
     self->parse_frames();
     self->arm_timer();
   });
@@ -301,6 +331,11 @@ inline void Connection::write_queued() {
     });
   asio::async_write(
       socket_, buffers,
+      // Each piece that leaves counts as activity: a slow big frame is not silence.
+      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+        if (n > 0) self->note_sent();
+        return asio::transfer_all()(ec, n);
+      },
       asio::bind_executor(strand_, [self = shared_from_this(), batch = std::move(batch)](
                                        const boost::system::error_code& ec, std::size_t) {
         if (ec) {
@@ -326,6 +361,7 @@ inline bool Connection::write_queue_without_blocking() {
   message.msg_iovlen = count;
   const ssize_t written = ::sendmsg(socket_.native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
   std::size_t left = written > 0 ? static_cast<std::size_t>(written) : 0;
+  if (left > 0) note_sent();
   while (!queue_.empty()) {
     Outgoing& front = *queue_.front();
     const std::size_t take = std::min(left, front.total_bytes - front.bytes_sent);
@@ -361,6 +397,7 @@ inline void Connection::read_more(std::size_t frame_start_bytes) {
       asio::bind_executor(
           strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
             if (ec) return self->close_on_read_error(ec);
+            self->note_received();
             self->inbox_end_ += n;
             self->parse_frames();
           }));
@@ -403,6 +440,11 @@ inline void Connection::parse_frames() {
     if (!unread.empty()) {  // the inbox is empty now
       asio::async_read(
           socket_, unread,
+          // Each piece of a large payload counts as activity: a slow big frame is not silence.
+          [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+            if (n > 0) self->note_received();
+            return asio::transfer_all()(ec, n);
+          },
           asio::bind_executor(strand_, [self = shared_from_this()](
                                            const boost::system::error_code& ec, std::size_t) {
             if (ec) return self->close_on_read_error(ec);
@@ -423,6 +465,7 @@ inline void Connection::deliver() {
   }
   HeldWrites replies;  // what the handlers send leaves when they are done, together
   wire::Frame frame = std::move(incoming_);
+  if (frame.type == wire::MessageType::heartbeat) return;  // its arrival was all it had to say
   if (frame.type == wire::MessageType::reply) {
     ReplyCallback done;
     {
@@ -451,7 +494,8 @@ inline void Connection::arm_timer() {
   timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
     if (ec || !self->is_open()) return;
     self->expire_requests();
-    self->arm_timer();
+    self->check_heartbeats(Clock::now());
+    if (self->is_open()) self->arm_timer();
   });
 }
 
@@ -471,6 +515,43 @@ inline void Connection::expire_requests() {
   }
   for (auto& done : expired)
     done(Status(ErrorCode::deadline_exceeded, "no reply from " + description_ + " in time"), {});
+}
+
+inline std::string Connection::peer_name() const {
+  const std::string task = peer_task();
+  return task.empty() || description_.rfind(task, 0) == 0 ? "the peer" : task;
+}
+
+inline void Connection::check_heartbeats(Clock::time_point now) {
+  if (heartbeat_timeout_.count() <= 0) return;
+  const auto since_last_tick = now - last_tick_;
+  last_tick_ = now;
+  if (since_last_tick > heartbeat_timeout_ / 4) {
+    // This process stalled (stopped, swapped, starved): whatever the peer sent meanwhile may
+    // still wait in the socket. Measure its silence from now, when the timer actually fired.
+    note_received();
+    return;
+  }
+  const Clock::time_point received{Clock::duration(last_received_.load())};
+  const Clock::time_point sent{Clock::duration(last_sent_.load())};
+  if (now - received >= heartbeat_timeout_) {
+    char text[160];
+    std::snprintf(text, sizeof text, " sent nothing for %.1f s (heartbeat timeout %.1f s)",
+                  std::chrono::duration<double>(now - received).count(),
+                  std::chrono::duration<double>(heartbeat_timeout_).count());
+    close_now(Status(ErrorCode::unavailable,
+                     peer_name() + text +
+                         ": declared dead; is it stopped, hung or cut off by the network?"),
+              true);
+    return;
+  }
+  if (now - sent >= heartbeat_timeout_ / 4) {
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_ || writing_ || !queue_.empty()) return;  // something is on its way already
+    }
+    send(wire::Frame{wire::MessageType::heartbeat, 0, {}, {}});
+  }
 }
 
 inline void Connection::close_now(const Status& reason, bool log) {

@@ -119,6 +119,8 @@ inline void FrameDispatcher::handle(const std::shared_ptr<Connection>& connectio
         return answer_stop_request(io_, connection, frame, task_name_, incarnation_, log_, stop_);
       case MessageType::reply:
         return;  // a reply nobody waits for any more
+      case MessageType::heartbeat:
+        return;  // the connection keeps these to itself
     }
   } catch (const Error& e) {
     log_("bad frame from " + connection->description() + ": " + e.message() +

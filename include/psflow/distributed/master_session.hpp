@@ -252,6 +252,22 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
     finish_one();
   };
 
+  // A connection to any task of the step that closes fails the step, also when that task
+  // already answered: tensors it sent to the others may have been lost with it, and a task it
+  // stopped answering (declared dead by the heartbeats) must not hold the step.
+  struct Unwatch {
+    Server& server;
+    std::uint64_t id;
+    ~Unwatch() { server.stop_watching(id); }
+  };
+  std::vector<std::string> tasks;
+  for (const auto& remote : plan.remotes) tasks.push_back(remote.task);
+  const Unwatch watch{
+      server_,
+      server_.watch_peers(std::move(tasks), [fail](const std::string& task, const Status& reason) {
+        fail(Status(ErrorCode::unavailable, reason.message()).with_context("on " + task));
+      })};
+
   for (std::size_t i = 0; i < plan.remotes.size(); ++i) {
     const RemotePartition& remote = plan.remotes[i];
     std::shared_ptr<Connection> connection;

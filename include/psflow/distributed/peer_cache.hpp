@@ -85,9 +85,12 @@ class PeerCache {
   };
 
   // One attempt (I/O thread): resolve, connect, hello; on failure retry after a backoff until
-  // `deadline`.
+  // `deadline`. A give-up timer cuts an attempt still in flight (a connect nobody answers, a
+  // peer that accepts but never says hello) at `deadline`. `last_why`: why the previous
+  // attempt failed; `last_unresolved`: because its host name did not resolve.
   void try_connect(const std::string& task, Clock::time_point started, Clock::time_point deadline,
-                   Clock::time_point last_log, int attempt);
+                   Clock::time_point last_log, int attempt, const std::string& last_why = {},
+                   bool last_unresolved = false);
   void finish_connect(const std::string& task, Status status,
                       std::shared_ptr<Connection> connection, std::uint64_t incarnation);
   // Connects `socket` to the first of `endpoints` that answers, then runs the cluster handshake
@@ -233,71 +236,109 @@ inline void PeerCache::stop() {
 
 inline void PeerCache::try_connect(const std::string& task, Clock::time_point started,
                                    Clock::time_point deadline, Clock::time_point last_log,
-                                   int attempt) {
+                                   int attempt, const std::string& last_why, bool last_unresolved) {
   std::string address;
   try {
     address = address_of_(task);
   } catch (const Error& e) {
     return finish_connect(task, Status(e.code(), e.message()), nullptr, 0);
   }
-  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
-  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
   HostPort host_port;
   try {
     host_port = split_host_port(address);  // "[::1]:2222" resolves "::1"
   } catch (const Error& e) {
     return finish_connect(task, Status(e.code(), e.message()), nullptr, 0);
   }
+  auto give_up_now = [this, task, started, address, host = host_port.host](const std::string& why,
+                                                                           bool unresolved) {
+    const auto waited = Clock::now() - started;
+    finish_connect(task,
+                   Status(ErrorCode::unavailable,
+                          unresolved ? unresolved_host_message(host, task, waited, why)
+                                     : "could not reach " + task + " at " + address + " for " +
+                                           duration_string(waited) + " (" + why +
+                                           "): is that task running, and is its address right?"),
+                   nullptr, 0);
+  };
+  if (attempt > 0 && Clock::now() >= deadline) return give_up_now(last_why, last_unresolved);
+  // What the give-up timer must cut; all of it lives on the I/O thread.
+  struct Attempt {
+    std::shared_ptr<Connection> connection;
+    bool over = false;       // finished or retried: the timer has nothing to cut
+    bool timed_out = false;  // the timer cut it
+  };
+  auto state = std::make_shared<Attempt>();
+  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
+  auto give_up = std::make_shared<asio::steady_timer>(io_, deadline);
+  give_up->async_wait([state, socket, resolver](const boost::system::error_code& ec) {
+    if (ec || state->over) return;
+    state->timed_out = true;
+    resolver->cancel();
+    boost::system::error_code ignored;
+    socket->close(ignored);
+    if (state->connection)
+      state->connection->close(Status(ErrorCode::deadline_exceeded, "no hello reply in time"));
+  });
   resolver->async_resolve(
       host_port.host, host_port.port,
-      [this, task, started, deadline, last_log, attempt, socket, resolver, address,
-       host = host_port.host](const boost::system::error_code& rec,
-                              asio::ip::tcp::resolver::results_type endpoints) {
-        auto retry = [this, task, started, deadline, last_log, attempt, address, host](
-                         const std::string& why, bool unresolved = false) {
+      [this, task, started, deadline, last_log, attempt, socket, resolver, address, state, give_up,
+       give_up_now](const boost::system::error_code& rec,
+                    asio::ip::tcp::resolver::results_type endpoints) {
+        auto retry = [this, task, started, deadline, last_log, attempt, address, state, give_up,
+                      give_up_now](std::string why, bool unresolved = false) {
+          if (state->over) return;
+          state->over = true;
+          give_up->cancel();
+          if (state->timed_out) why = "no answer within the connect timeout";
           const auto now = Clock::now();
-          if (now >= deadline) {
-            finish_connect(
-                task,
-                Status(ErrorCode::unavailable,
-                       unresolved ? unresolved_host_message(host, task, now - started, why)
-                                  : "could not reach " + task + " at " + address + " for " +
-                                        duration_string(now - started) + " (" + why +
-                                        "): is that task running, and is its address right?"),
-                nullptr, 0);
-            return;
-          }
+          if (now >= deadline) return give_up_now(why, unresolved);
           auto next_log = last_log;
           if (attempt == 0 || now - last_log >= options_.wait_log_interval) {
             log_("waiting for " + task + " at " + address + " (" + why + ")");
             next_log = now;
           }
-          const auto backoff =
-              std::chrono::milliseconds(std::min(1000, 20 << std::min(attempt, 6)));
+          // Never past the deadline: the next attempt then reports the failure at once.
+          const auto backoff = std::min<Clock::duration>(
+              std::chrono::milliseconds(std::min(1000, 20 << std::min(attempt, 6))),
+              deadline - now);
           auto timer = std::make_shared<asio::steady_timer>(io_, backoff);
-          timer->async_wait([this, timer, task, started, deadline, next_log,
-                             attempt](const boost::system::error_code&) {
-            try_connect(task, started, deadline, next_log, attempt + 1);
+          timer->async_wait([this, timer, task, started, deadline, next_log, attempt, why,
+                             unresolved](const boost::system::error_code&) {
+            try_connect(task, started, deadline, next_log, attempt + 1, why, unresolved);
           });
         };
         if (rec) return retry(rec.message(), true);  // e.g. a DNS record that is not there yet
         connect_and_authenticate(
             socket, endpoints, task + " at " + address,
-            [this, task, socket, retry, address](const Status& authenticated) {
+            [this, task, socket, retry, address, state, give_up](const Status& authenticated) {
               // A refusal is final: retrying cannot change the secrets.
-              if (authenticated.code() == ErrorCode::unauthenticated)
+              if (authenticated.code() == ErrorCode::unauthenticated && !state->over) {
+                state->over = true;
+                give_up->cancel();
                 return finish_connect(task, authenticated, nullptr, 0);
-              if (!authenticated.ok()) return retry(authenticated.message());
-              auto connection = std::make_shared<Connection>(std::move(*socket), options_.limits,
-                                                             task + " at " + address);
+              }
+              if (!authenticated.ok() || state->over || state->timed_out)
+                return retry(authenticated.ok() ? "cancelled" : authenticated.message());
+              auto connection =
+                  std::make_shared<Connection>(std::move(*socket), options_.limits,
+                                               task + " at " + address, options_.heartbeat_timeout);
+              state->connection = connection;
               adopt_(connection);
+              // The hello is bounded by what is left of the connect deadline too.
+              const auto left =
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
               connection->call(
                   wire::make_frame(wire::MessageType::hello,
                                    wire::Hello{self_task_, self_incarnation_}),
-                  [this, task, connection, retry](Status status, wire::Frame reply) {
+                  [this, task, connection, retry, state, give_up](Status status,
+                                                                  wire::Frame reply) {
                     if (!status.ok()) return retry(status.message());
+                    if (state->over) return;
                     try {
                       auto r = wire::decode<wire::Reply>(reply.metadata, "hello reply");
+                      state->over = true;
+                      give_up->cancel();
                       if (r.text != task) {
                         connection->close(Status(ErrorCode::invalid_argument, "wrong task"));
                         return finish_connect(task,
@@ -313,7 +354,7 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
                       retry(e.message());
                     }
                   },
-                  options_.rpc_timeout);
+                  std::max(std::min(options_.rpc_timeout, left), std::chrono::milliseconds(1)));
             });
       });
 }

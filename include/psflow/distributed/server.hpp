@@ -15,6 +15,7 @@
 // stop protocol.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <chrono>
@@ -108,6 +109,14 @@ class Server {
   // Forgets a peer's connection (e.g. after it restarted) so the next use reconnects.
   void drop_connection(const std::string& task);
 
+  // Calls `lost(task, reason)` (on the I/O thread; it must not block) whenever a connection to
+  // one of `tasks` closes, until stop_watching(the returned id). A master watches every task of
+  // a step: a lost connection may have taken tensors with it, so the step cannot finish.
+  using PeerLost = std::function<void(const std::string& task, const Status& reason)>;
+  std::uint64_t watch_peers(std::vector<std::string> tasks, PeerLost lost);
+  // Ends a watch; once it returns, its callback is not running and never runs again.
+  void stop_watching(std::uint64_t id);
+
   // The server in this process serving `target`, or null.
   static Server* find_local(std::string_view target);
   std::string address_of(const std::string& task) const;
@@ -151,6 +160,14 @@ class Server {
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
   std::set<std::shared_ptr<Connection>> connections_;  // every open connection
+  struct Watch {
+    std::mutex mutex;  // held while the callback runs, so stop_watching waits for it
+    bool active = true;
+    std::vector<std::string> tasks;
+    PeerLost lost;
+  };
+  std::map<std::uint64_t, std::shared_ptr<Watch>> watches_;
+  std::uint64_t next_watch_ = 1;
   std::atomic<std::thread::id> io_thread_id_{};
   std::thread io_thread_;
 };
@@ -219,7 +236,8 @@ inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std
         std::move(socket), options_.cluster_secret, options_.handshake_timeout,
         std::move(description), [this](const std::string& line) { log(line); },
         [this](asio::ip::tcp::socket member, std::string peer) {
-          adopt(std::make_shared<Connection>(std::move(member), options_.limits, std::move(peer)));
+          adopt(std::make_shared<Connection>(std::move(member), options_.limits, std::move(peer),
+                                             options_.heartbeat_timeout));
         });
   });
   io_thread_ = std::thread([this] {
@@ -329,6 +347,46 @@ inline void Server::handle_close(const std::shared_ptr<Connection>& connection,
   }
   peers_.forget(connection);
   dispatcher_->connection_closed(connection, reason);
+  const std::string task = connection->peer_task();
+  if (task.empty()) return;  // it never said hello: no step used it
+  // Steps here waiting for tensors from that task would wait forever.
+  if (const std::size_t n = worker_->abort_steps_receiving_from(task, reason); n > 0)
+    log("aborted " + std::to_string(n) + " step(s) receiving from " + task + ": " +
+        reason.message());
+  std::vector<std::shared_ptr<Watch>> watching;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, watch] : watches_)
+      if (std::find(watch->tasks.begin(), watch->tasks.end(), task) != watch->tasks.end())
+        watching.push_back(watch);
+  }
+  for (auto& watch : watching) {
+    std::lock_guard lock(watch->mutex);
+    if (watch->active) watch->lost(task, reason);
+  }
+}
+
+inline std::uint64_t Server::watch_peers(std::vector<std::string> tasks, PeerLost lost) {
+  auto watch = std::make_shared<Watch>();
+  watch->tasks = std::move(tasks);
+  watch->lost = std::move(lost);
+  std::lock_guard lock(mutex_);
+  const std::uint64_t id = next_watch_++;
+  watches_.emplace(id, std::move(watch));
+  return id;
+}
+
+inline void Server::stop_watching(std::uint64_t id) {
+  std::shared_ptr<Watch> watch;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = watches_.find(id);
+    if (it == watches_.end()) return;
+    watch = std::move(it->second);
+    watches_.erase(it);
+  }
+  std::lock_guard lock(watch->mutex);
+  watch->active = false;
 }
 
 inline void Server::send_tensor(const std::string& dst_device, std::uint64_t step_id,

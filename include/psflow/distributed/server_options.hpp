@@ -22,6 +22,11 @@ struct ServerOptions {
   // Deadline of one distributed step; zero means none (a dead peer is still detected at once
   // when its connection drops).
   std::chrono::milliseconds step_timeout{0};
+  // A peer that sends nothing (not even a heartbeat, which each side sends when it has been
+  // quiet for a quarter of this) for this long is declared dead: its connection closes and the
+  // steps waiting on it fail with Unavailable naming it. Catches a peer that froze (SIGSTOP, a
+  // hung host, a cut network) without closing its socket. Zero turns heartbeats off.
+  std::chrono::milliseconds heartbeat_timeout{10000};
   wire::WireLimits limits;
   // Threads running expensive ops: 0 = one per core (shared).
   std::size_t inter_op_threads = 0;

@@ -10,6 +10,7 @@
 // plus every argument it did not recognise, for the program's own flag parser.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -55,12 +56,16 @@ struct TaskFlags {
   bool bind_all = false;
   // --secret_file: a file holding the cluster secret (docs/security.md); "" = none given.
   std::string secret_file;
+  // --heartbeat_timeout_s: ServerOptions::heartbeat_timeout in seconds (0: off).
+  double heartbeat_timeout_s = 10;
 
   // Recognised flags, as "--name=value" or "--name value" (one leading '-' works too):
   //   --ps_hosts, --worker_hosts, --chief_hosts   comma-separated host:port lists (an empty list
   //                                               leaves the job out)
   //   --job_name                                  this task's job
   //   --task_index                                this task's index in its job (default 0)
+  //   --heartbeat_timeout_s                       how long a silent peer lives (default 10; 0:
+  //                                               off), see server_options()
   //   --slurm_jobs                                e.g. ps:1,worker:3: the cluster and this task
   //                                               from the Slurm step (SlurmConfig::resolve;
   //                                               ranks fill the jobs in name order)
@@ -97,7 +102,8 @@ struct TaskFlags {
   std::string device() const;
   // This task's host:port.
   std::string address() const { return cluster.task_address(job_name, task_index); }
-  // ServerOptions with what the flags say: checkpoint_dir; bind_address for --bind_all;
+  // ServerOptions with what the flags say: heartbeat_timeout, checkpoint_dir; bind_address for
+  // --bind_all;
   // cluster_secret read from --secret_file (one trailing newline dropped), else
   // PSFLOW_CLUSTER_SECRET's. Throws InvalidArgument for a secret file that cannot be read or is
   // empty.
@@ -221,7 +227,8 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       out.bind_all = value == "true" || value == "1";
       continue;
     }
-    bool ours = name == "job_name" || name == "task_index" || name == "secret_file";
+    bool ours = name == "job_name" || name == "task_index" || name == "secret_file" ||
+                name == "heartbeat_timeout_s";
     for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
     ours = ours || name == "slurm_jobs" || name == "slurm_port_base";
     if (!ours) {
@@ -240,6 +247,14 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
     if (name == "secret_file") {
       if (value.empty()) throw InvalidArgument("--secret_file is empty; give the secret's file");
       out.secret_file = value;
+    } else if (name == "heartbeat_timeout_s") {
+      char* end = nullptr;
+      const double seconds = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6)
+        throw InvalidArgument("--heartbeat_timeout_s='" + value +
+                              "' is not a number of seconds; give e.g. 10, or 0 to turn "
+                              "heartbeats off");
+      out.heartbeat_timeout_s = seconds;
     } else if (name == "job_name") {
       job_flag = value;
     } else if (name == "task_index") {
@@ -345,6 +360,8 @@ inline ServerOptions TaskFlags::server_options() const {
   ServerOptions options;
   // Every IPv4 interface; every interface when the task's own address is an IPv6 literal ("::"
   // would fail where IPv6 is switched off, as in some containers).
+  options.heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_timeout_s * 1000));
   options.checkpoint_dir = checkpoint_dir;  // a ps's own shard directory
   if (bind_all) options.bind_address = address().find('[') == 0 ? "::" : "0.0.0.0";
   if (!secret_file.empty()) {

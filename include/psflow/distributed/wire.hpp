@@ -33,7 +33,7 @@ static_assert(std::endian::native == std::endian::little,
               "psflow's wire format assumes a little-endian host");
 
 inline constexpr std::uint32_t kMagic = 0x57465350;  // "PSFW"
-inline constexpr std::uint16_t kVersion = 2;
+inline constexpr std::uint16_t kVersion = 3;         // 3: heartbeat frames
 inline constexpr std::size_t kHeaderBytes = 40;
 
 enum class MessageType : std::uint16_t {
@@ -46,7 +46,8 @@ enum class MessageType : std::uint16_t {
   deregister_graph,  // master -> worker: forget a partition
   stop_server,       // "please stop": the receiving server's join() returns
   ping,              // liveness / incarnation check
-  last = ping,
+  heartbeat,         // one-way, empty: "still here" from a side that had nothing else to send
+  last = heartbeat,
 };
 
 struct WireLimits {

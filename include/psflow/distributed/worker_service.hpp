@@ -5,6 +5,8 @@
 // partition's _Recv nodes, and the partition's _Send nodes to other tasks are routed out
 // through `RemoteSend`. Tensors may arrive before the step starts here; a step is forgotten
 // when its partition finishes, and state for steps that never start is swept after a while.
+// When the connection to a task is lost, abort_steps_receiving_from fails the running steps
+// whose partition waits for tensors from that task (they could never finish).
 //
 // Thread-safe; nothing blocks except the destructor and abort_all_and_wait (bounded).
 // Partitions run on the calling thread and the thread pool; `done` callbacks run on whichever
@@ -19,11 +21,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "psflow/core/device_spec.hpp"
 #include "psflow/graph/graph_def.hpp"
 #include "psflow/runtime/executor.hpp"
 #include "psflow/runtime/kernels.hpp"
@@ -36,6 +40,8 @@ namespace detail {
 // The destination device of a rendezvous key "src;incarnation;dst;name;frame:iter" ("" when
 // the key has fewer parts).
 std::string rendezvous_key_destination(const std::string& key);
+// The tasks ("/job:ps/replica:0/task:0") the _Recv nodes of partition `def` receive from.
+std::set<std::string> partition_sources(const GraphDef& def);
 
 }  // namespace detail
 
@@ -100,20 +106,30 @@ class WorkerService {
   void deliver(std::uint64_t step_id, const std::string& key, Tensor value);
   // Fails the step's pending receives here (the step failed elsewhere).
   void abort_step(std::uint64_t step_id, const Status& status);
+  // Fails every running step whose partition (registered with register_graph) receives tensors
+  // from `task`, e.g. because the connection to it was lost; returns how many.
+  std::size_t abort_steps_receiving_from(const std::string& task, const Status& status);
   // Aborts every step and waits (bounded) until no partition is running.
   void abort_all_and_wait(const Status& status, std::chrono::milliseconds limit);
 
   std::size_t active_steps() const;
 
  private:
+  using Sources = std::shared_ptr<const std::set<std::string>>;
   struct Registered {
     std::shared_ptr<Graph> graph;
     std::shared_ptr<Executor> executor;
+    Sources sources;  // the tasks its _Recv nodes receive from
   };
   struct StepState {
     std::shared_ptr<StepRendezvous> rendezvous;
     bool started = false;
+    Sources sources;  // of the partition running the step (null: not known)
   };
+
+  void run_partition(std::shared_ptr<const Executor> executor, std::uint64_t step_id,
+                     std::vector<Tensor> feeds, RunDone done, StepStatsCollector* stats,
+                     Sources sources);
 
   // The step's rendezvous, created on first use; null when the step already finished here
   // (a late tensor is dropped) or when `starting` a step that already started.
@@ -144,6 +160,22 @@ inline std::string detail::rendezvous_key_destination(const std::string& key) {
   const auto c = b == std::string::npos ? b : key.find(';', b + 1);
   if (c == std::string::npos) return {};
   return key.substr(b + 1, c - b - 1);
+}
+
+inline std::set<std::string> detail::partition_sources(const GraphDef& def) {
+  std::set<std::string> tasks;
+  for (const auto& node : def.nodes) {
+    if (node.op != "_Recv") continue;
+    auto it = node.attrs.find("send_device");
+    const std::string* device =
+        it == node.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (!device) continue;
+    DeviceSpec spec = DeviceSpec::parse(*device);
+    spec.device_type.reset();
+    spec.device_index.reset();
+    tasks.insert(spec.to_string());
+  }
+  return tasks;
 }
 
 inline StepRendezvous::StepRendezvous(std::string local_device, RemoteSend remote)
@@ -190,6 +222,7 @@ inline std::string WorkerService::register_graph(const GraphDef& def) {
       throw InvalidArgument("partition node '" + node.name + "' is placed on " + node.device +
                             ", this task is " + device_.name());
   entry->executor = make_executor(*entry->graph, {}, {});
+  entry->sources = std::make_shared<const std::set<std::string>>(detail::partition_sources(def));
   std::lock_guard lock(mutex_);
   const std::string handle = "graph-" + std::to_string(next_handle_++);
   graphs_[handle] = std::move(entry);
@@ -232,20 +265,30 @@ inline void WorkerService::run_graph(const std::string& handle, std::uint64_t st
                                         " (the task restarted?): re-create the session"));
     return;
   }
-  run(
+  run_partition(
       entry->executor, step_id, {},
-      [entry, done = std::move(done)](Status s, std::vector<Tensor>) { done(std::move(s)); },
-      stats);
+      [entry, done = std::move(done)](Status s, std::vector<Tensor>) { done(std::move(s)); }, stats,
+      entry->sources);
 }
 
 inline void WorkerService::run(std::shared_ptr<const Executor> executor, std::uint64_t step_id,
                                std::vector<Tensor> feeds, RunDone done, StepStatsCollector* stats) {
+  run_partition(std::move(executor), step_id, std::move(feeds), std::move(done), stats, nullptr);
+}
+
+inline void WorkerService::run_partition(std::shared_ptr<const Executor> executor,
+                                         std::uint64_t step_id, std::vector<Tensor> feeds,
+                                         RunDone done, StepStatsCollector* stats, Sources sources) {
   auto rendezvous = step_rendezvous(step_id, /*starting=*/true);
   if (!rendezvous) {
     done(Status(ErrorCode::aborted,
                 "step " + std::to_string(step_id) + " already ran on " + device_.name()),
          {});
     return;
+  }
+  if (sources) {
+    std::lock_guard lock(mutex_);
+    if (auto it = steps_.find(step_id); it != steps_.end()) it->second.sources = std::move(sources);
   }
   auto step = std::make_shared<StepContext>();
   step->step_id = step_id;
@@ -271,6 +314,18 @@ inline void WorkerService::deliver(std::uint64_t step_id, const std::string& key
 
 inline void WorkerService::abort_step(std::uint64_t step_id, const Status& status) {
   if (auto r = step_rendezvous(step_id, false)) r->abort(status);
+}
+
+inline std::size_t WorkerService::abort_steps_receiving_from(const std::string& task,
+                                                             const Status& status) {
+  std::vector<std::shared_ptr<StepRendezvous>> lost;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, s] : steps_)
+      if (s.started && s.sources && s.sources->count(task)) lost.push_back(s.rendezvous);
+  }
+  for (auto& r : lost) r->abort(status);
+  return lost.size();
 }
 
 inline void WorkerService::abort_all_and_wait(const Status& status,

@@ -3,7 +3,8 @@
 // non-chief waits, polling every recovery_wait_secs and saying what it waits for, until the
 // chief has done so), runs hooks around every run, and when a run fails with Aborted or
 // Unavailable (a ps restarted or went away) it closes the session, makes a new one ready again
-// and retries, logging why, until recovery_deadline_secs pass without success.
+// and retries until recovery_deadline_secs pass without success. Every recovery attempt is
+// logged (standard error) with its number, the error and the time left before that deadline.
 //
 // Not thread-safe: one training loop per MonitoredTrainingSession.
 #pragma once
@@ -110,7 +111,7 @@ class MonitoredTrainingSession {
                           const FeedMap& feeds, const std::vector<Operation>& targets,
                           RunMetadata* metadata) {
     if (closed_) throw FailedPrecondition("this MonitoredTrainingSession is closed");
-    const auto started = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> recovery_started;
     for (;;) {
       try {
         return run_once(options, fetches, feeds, targets, metadata);
@@ -122,10 +123,16 @@ class MonitoredTrainingSession {
         return {};
       } catch (const Error& e) {
         if (e.code() != ErrorCode::aborted && e.code() != ErrorCode::unavailable) throw;
-        if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs))
+        const auto now = std::chrono::steady_clock::now();
+        if (!recovery_started) recovery_started = now;
+        if (now - *recovery_started > seconds(options_.recovery_deadline_secs)) {
+          log("run failed (" + std::string(e.what()) + "); giving up: " + deadline_text() +
+              " passed");
           throw;
-        log("run failed (" + std::string(e.what()) + "); re-creating the session and retrying");
-        create_session_with_retries(Status(e.code(), e.message()));
+        }
+        log("run failed (" + std::string(e.what()) + "); re-creating the session, " +
+            time_left(*recovery_started));
+        create_session_with_retries(Status(e.code(), e.message()), *recovery_started);
       }
     }
   }
@@ -149,6 +156,22 @@ class MonitoredTrainingSession {
  private:
   static std::chrono::duration<double> seconds(double s) {
     return std::chrono::duration<double>(s);
+  }
+  // "recovery_deadline_secs (300 s)"
+  std::string deadline_text() const {
+    char text[64];
+    std::snprintf(text, sizeof text, "recovery_deadline_secs (%.0f s)",
+                  options_.recovery_deadline_secs);
+    return text;
+  }
+  // "12.3 s left before recovery_deadline_secs (300 s)"
+  std::string time_left(std::chrono::steady_clock::time_point started) const {
+    const double left =
+        options_.recovery_deadline_secs -
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    char text[64];
+    std::snprintf(text, sizeof text, "%.1f s left before ", left > 0 ? left : 0.0);
+    return text + deadline_text();
   }
   void log(const std::string& line) const {
     log_line(std::string("MonitoredTrainingSession") + (options_.is_chief ? " (chief)" : "") +
@@ -180,11 +203,14 @@ class MonitoredTrainingSession {
   }
 
   // Creates a session and makes the model ready, retrying on Aborted/Unavailable until the
-  // recovery deadline.
-  void create_session_with_retries(const Status& why) {
-    const auto started = std::chrono::steady_clock::now();
+  // recovery deadline, counted from `started` (the first failure; now when none), logging every
+  // failed attempt.
+  void create_session_with_retries(
+      const Status& why,
+      std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now()) {
     Status last = why;
-    for (int attempt = 0;; ++attempt) {
+    const bool recovering = !why.ok();
+    for (int attempt = 1;; ++attempt) {
       try {
         // An old session stays alive (not closed) until this one is destroyed: a hook's
         // background thread may still be finishing a run on it.
@@ -192,14 +218,22 @@ class MonitoredTrainingSession {
         session_ = std::make_unique<Session>(graph_, options_.master, options_.session_options);
         prepare(*session_);
         for (auto& hook : hooks_) hook->after_create_session(*session_);
+        if (recovering) log("recovery attempt " + std::to_string(attempt) + " succeeded");
         return;
       } catch (const Error& e) {
         if (e.code() != ErrorCode::aborted && e.code() != ErrorCode::unavailable) throw;
         last = Status(e.code(), e.message());
-        if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs))
+        const std::string what =
+            recovering ? "recovery attempt " : "creating the session, attempt ";
+        if (std::chrono::steady_clock::now() - started > seconds(options_.recovery_deadline_secs)) {
+          log(what + std::to_string(attempt) + " failed (" + e.what() +
+              "); giving up: " + deadline_text() + " passed");
           throw;
-        if (attempt == 0 || attempt % 10 == 0)
-          log("cannot create a session yet (" + std::string(e.what()) + "); retrying");
+        }
+        char wait[32];
+        std::snprintf(wait, sizeof wait, "%.1f s", options_.recovery_wait_secs);
+        log(what + std::to_string(attempt) + " failed (" + e.what() + "); retrying in " + wait +
+            ", " + time_left(started));
         std::this_thread::sleep_for(seconds(options_.recovery_wait_secs));
       }
     }
