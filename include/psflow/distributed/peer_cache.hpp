@@ -311,7 +311,8 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
         if (rec) return retry(rec.message(), true);  // e.g. a DNS record that is not there yet
         connect_and_authenticate(
             socket, endpoints, task + " at " + address,
-            [this, task, socket, retry, address, state, give_up](const Status& authenticated) {
+            [this, task, socket, retry, address, state, give_up,
+             deadline](const Status& authenticated) {
               // A refusal is final: retrying cannot change the secrets.
               if (authenticated.code() == ErrorCode::unauthenticated && !state->over) {
                 state->over = true;
