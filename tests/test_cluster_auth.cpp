@@ -217,7 +217,7 @@ TEST_CASE("a task listening on bind_address 0.0.0.0 is reached through another l
   CHECK(ec);
 }
 
-TEST_CASE("--bind_all and --secret_file make the task's ServerOptions") {
+TEST_CASE("TaskFlags --bind_all and --secret_file make the task's ServerOptions") {
   TempDir dir("flags");
   psflow::testing::write_file(dir / "secret", "s3cret-value\n");
   const std::vector<std::string> base{"prog", "--ps_hosts=127.0.0.1:2222",
