@@ -3,18 +3,17 @@
 # a normal optimised build, then under AddressSanitizer+UBSan, then under ThreadSanitizer.
 # Usage: scripts/test.sh [--quick]   (--quick: the normal build only)
 # Which pass runs what:
-#   release    the plain -DCMAKE_BUILD_TYPE=Release build (-O3) a user types: every test, the
-#              packaging checks, then fuzz/run.sh (clang-14 libFuzzer targets: each replays its
-#              fuzz/regressions/ inputs, then fuzzes PSFLOW_FUZZ_SECONDS, default 45 s per
+#   release    the plain -DCMAKE_BUILD_TYPE=Release build (-O3) a user types: every test,
+#              including the wall-clock-timed ones (the trainer and CTR runs, trainer_failures,
+#              and multi_host: tasks on separate hosts in network namespaces, which needs root),
+#              the packaging checks, then fuzz/run.sh (clang-14 libFuzzer targets: each replays
+#              its fuzz/regressions/ inputs, then fuzzes PSFLOW_FUZZ_SECONDS, default 45 s per
 #              target, 0 to replay only; see fuzz/README.md)
-#   asan       Debug, -DPSFLOW_SANITIZE=address (ASan+UBSan): every test but the packaging checks
+#   asan       Debug, -DPSFLOW_SANITIZE=address (ASan+UBSan): the rest; CMake leaves the timed
+#              tests out of a PSFLOW_SANITIZE build (and the trainer programs unbuilt), and the
+#              packaging checks are off
 #   tsan       Debug, -DPSFLOW_SANITIZE=thread: the same under ThreadSanitizer
 # PSFLOW_WERROR=ON (as .ci/run sets it) makes compiler warnings errors in psflow's own targets.
-# Which pass runs what: the release pass runs every test, including the wall-clock-timed ones
-# (the trainer and CTR runs, trainer_failures, and multi_host: tasks on separate hosts in network
-# namespaces, which needs root). The sanitizer passes run the rest: CMake leaves the timed tests
-# out of a PSFLOW_SANITIZE build (and the trainer programs unbuilt); the packaging checks run in
-# the release pass only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
