@@ -23,27 +23,23 @@
 #include "support/files.hpp"
 #include "support/netns.hpp"
 #include "support/temp_dir.hpp"
+#include "support/trainer_runs.hpp"
 
 using namespace std::chrono_literals;
 using psflow::testing::ChildProcess;
 using psflow::testing::CommandResult;
+using psflow::testing::contains;
+using psflow::testing::join;
+using psflow::testing::last_logged_step;
+using psflow::testing::short_run;
 using psflow::testing::TempDir;
+using psflow::testing::test_accuracy;
 using psflow::testing::TestNetwork;
 
 namespace {
 
 // Every task listens on this port of its own host: each host has its own port space.
 constexpr unsigned short kPort = 2222;
-
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
-  return out;
-}
 
 // Polls `done()` every 50 ms until it is true or `limit` passed; true when it came.
 template <class Done>
@@ -143,36 +139,6 @@ class TrainerOnHosts {
   std::vector<std::unique_ptr<ChildProcess>> ps_, workers_;
 };
 
-// Short runs: small batches, frequent logs and checkpoints, test-sized deadlines.
-std::vector<std::string> short_run(int train_steps, std::vector<std::string> extra = {}) {
-  std::vector<std::string> flags{"--train_steps=" + std::to_string(train_steps),
-                                 "--batch_size=32",
-                                 "--log_every_steps=50",
-                                 "--save_checkpoint_steps=100",
-                                 "--connect_timeout_s=10",
-                                 "--recovery_deadline_s=60",
-                                 "--shutdown_wait_s=10"};
-  flags.insert(flags.end(), extra.begin(), extra.end());
-  return flags;
-}
-
-// The largest N in the lines "global step N: loss ..." the chief logged so far; -1 when none.
-std::int64_t last_logged_step(const std::string& log) {
-  static const std::regex line(R"(global step (\d+): loss)");
-  std::int64_t largest = -1;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator();
-       ++it)
-    largest = std::max<std::int64_t>(largest, std::stoll((*it)[1]));
-  return largest;
-}
-
-std::optional<double> test_accuracy(const std::string& out) {
-  static const std::regex line(R"(test accuracy: (\d\.\d{4}))");
-  std::smatch m;
-  if (!std::regex_search(out, m, line)) return std::nullopt;
-  return std::stod(m[1]);
-}
-
 }  // namespace
 
 TEST_CASE("the harness: each host has its own address and loopback, a cut link goes silent") {
@@ -263,7 +229,7 @@ TEST_CASE("the add/mul/div demo: ps and worker on two hosts, the worker prints t
 
 TEST_CASE("the trainer: 2 ps + 2 workers on four hosts train, write a checkpoint and exit 0") {
   TestNetwork net(4);
-  TrainerOnHosts cluster(net, 2, 2, short_run(400));
+  TrainerOnHosts cluster(net, 2, 2, short_run(400, {}, 10));
   cluster.start_all();
   INFO(cluster.logs());
   REQUIRE(cluster.wait_all(240s));
@@ -297,7 +263,7 @@ TEST_CASE("the trainer: 2 ps + 2 workers on four hosts train, write a checkpoint
 TEST_CASE(
     "a ps cut off: both workers report ps 1 Unavailable within the heartbeat timeout plus 9 s") {
   TestNetwork net(4);
-  TrainerOnHosts cluster(net, 2, 2, short_run(1000000, {"--heartbeat_timeout_s=1"}));
+  TrainerOnHosts cluster(net, 2, 2, short_run(1000000, {"--heartbeat_timeout_s=1"}, 10));
   cluster.start_all();
   auto training = [&] {
     for (int i = 0; i < cluster.num_workers(); ++i)

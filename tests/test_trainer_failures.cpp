@@ -15,20 +15,21 @@
 #include <vector>
 
 #include "support/child_process.hpp"
+#include "support/trainer_runs.hpp"
 
 using namespace std::chrono_literals;
 using psflow::testing::ChildProcess;
+using psflow::testing::contains;
+using psflow::testing::join;
+using psflow::testing::largest_match;
+using psflow::testing::last_logged_step;
 using psflow::testing::loopback;
 using psflow::testing::reserve_port;
+using psflow::testing::short_run;
 using psflow::testing::TempDir;
+using psflow::testing::test_accuracy;
 
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
-  return out;
-}
 
 // Every task of one trainer cluster. Restarting a task starts a new process with a new log.
 class TrainerCluster {
@@ -103,34 +104,6 @@ class TrainerCluster {
   int starts_ = 0;
 };
 
-// Short runs: small batches, frequent logs and checkpoints, test-sized deadlines.
-std::vector<std::string> short_run(int train_steps, std::vector<std::string> extra = {}) {
-  std::vector<std::string> flags{"--train_steps=" + std::to_string(train_steps),
-                                 "--batch_size=32",
-                                 "--log_every_steps=50",
-                                 "--save_checkpoint_steps=100",
-                                 "--connect_timeout_s=5",
-                                 "--recovery_deadline_s=60",
-                                 "--shutdown_wait_s=10"};
-  flags.insert(flags.end(), extra.begin(), extra.end());
-  return flags;
-}
-
-// The largest number `line`'s first group matched in `log`; -1 when none did.
-std::int64_t largest_match(const std::string& log, const std::regex& line) {
-  std::int64_t largest = -1;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator();
-       ++it)
-    largest = std::max<std::int64_t>(largest, std::stoll((*it)[1]));
-  return largest;
-}
-
-// The largest N in the lines "global step N: loss ..." the chief logged so far.
-std::int64_t last_logged_step(const std::string& log) {
-  static const std::regex line(R"(global step (\d+): loss)");
-  return largest_match(log, line);
-}
-
 // Polls `text()` every 50 ms until `done(text())` or `limit`; true when it came.
 template <class Text, class Done>
 bool eventually(Text text, Done done, std::chrono::seconds limit) {
@@ -140,10 +113,6 @@ bool eventually(Text text, Done done, std::chrono::seconds limit) {
     std::this_thread::sleep_for(50ms);
   }
   return done(text());
-}
-
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
 }
 
 // The step of the last checkpoint the chief logged as saved ("saved checkpoint .../model.ckpt-N").
@@ -185,13 +154,6 @@ std::int64_t require_restored_at_least(TrainerCluster& cluster, std::int64_t sav
   REQUIRE(restored);
   CHECK(*restored >= saved);
   return *restored;
-}
-
-std::optional<double> test_accuracy(const std::string& out) {
-  static const std::regex line(R"(test accuracy: (\d\.\d{4}))");
-  std::smatch m;
-  if (!std::regex_search(out, m, line)) return std::nullopt;
-  return std::stod(m[1]);
 }
 
 // Every worker exited 0, and the chief reported an accuracy that shows training happened.
