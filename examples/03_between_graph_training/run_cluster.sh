@@ -36,13 +36,12 @@ for value in "$num_ps" "$num_workers" "$timeout_s"; do
   if ! [[ "$value" =~ ^[1-9][0-9]*$ ]]; then echo "run_cluster: '$value' is not a positive number; $usage" >&2; exit 2; fi
 done
 
-# Free loopback ports, all bound at once so that they differ.
-read -r -a ports < <(python3 -c '
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-' $((num_ps + num_workers)))
+# Free loopback ports below the kernel's ephemeral range (see scripts/free_ports.py).
+read -r -a ports < <(python3 "$(dirname "$0")/../../scripts/free_ports.py" $((num_ps + num_workers)))
+if (( ${#ports[@]} != num_ps + num_workers )); then
+  echo "run_cluster: could not pick free ports (needs python3)" >&2
+  exit 2
+fi
 ps_hosts="" worker_hosts=""
 for ((i = 0; i < num_ps; i++)); do ps_hosts+="${ps_hosts:+,}127.0.0.1:${ports[i]}"; done
 for ((i = 0; i < num_workers; i++)); do worker_hosts+="${worker_hosts:+,}127.0.0.1:${ports[num_ps + i]}"; done

@@ -54,17 +54,10 @@ fi
 
 say() { echo "[run_local_cluster] $*" >&2; }
 
-# Free loopback ports, all bound at once so that they differ (another program could still take
-# one before our task binds it; the task then fails to bind and this script reports it).
-read -r -a ports < <(python3 -c '
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-' $((num_ps + num_workers))) || true
+# Free loopback ports below the kernel's ephemeral range (see scripts/free_ports.py); another
+# program could still take one before our task binds it: the task then fails to bind and this
+# script reports it.
+read -r -a ports < <(python3 "$(dirname "$0")/../../scripts/free_ports.py" $((num_ps + num_workers))) || true
 if (( ${#ports[@]} != num_ps + num_workers )); then
   echo "run_local_cluster: could not pick free ports (needs python3)" >&2
   exit 2

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -147,19 +148,40 @@ class StoppedProcess {
   bool resumed_ = false;
 };
 
-// A loopback port that was free a moment ago (bound, read back, released), and never one this
-// process was given before: the OS may hand a released port out again at once, which gave two
-// tasks of one cluster the same address.
+// The first port of the kernel's ephemeral range: ports it hands out for "any free port" and to
+// outgoing connections.
+inline unsigned short ephemeral_port_start() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  unsigned first = 32768;
+  range >> first;
+  return static_cast<unsigned short>(first);
+}
+
+// A loopback port that was free a moment ago (bound and released), and never one this process
+// was given before. It is drawn at random below the ephemeral range: a port the kernel picked
+// for us is also the next one it gives an outgoing connection, and on a busy machine such a
+// port was taken by some client socket before our task could listen on it.
 inline unsigned short reserve_port() {
   static std::mutex mutex;
   static std::set<unsigned short> given;
-  for (;;) {
-    boost::asio::io_context io;
-    boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-    const unsigned short port = acceptor.local_endpoint().port();
-    std::lock_guard lock(mutex);
+  static std::mt19937 random_port{std::random_device{}()};
+  constexpr unsigned lowest = 10000;  // below: well-known and registered services
+  const unsigned top = ephemeral_port_start();
+  boost::asio::io_context io;
+  std::lock_guard lock(mutex);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    unsigned short port = 0;  // 0: let the kernel choose, when there is no room below its range
+    if (top > lowest + 1000)
+      port = static_cast<unsigned short>(std::uniform_int_distribution<unsigned>(lowest, top - 1)(random_port));
+    boost::system::error_code error;
+    boost::asio::ip::tcp::acceptor acceptor(io);
+    acceptor.open(boost::asio::ip::tcp::v4(), error);
+    if (!error) acceptor.bind({boost::asio::ip::make_address("127.0.0.1"), port}, error);
+    if (error) continue;
+    port = acceptor.local_endpoint().port();
     if (given.insert(port).second) return port;
   }
+  throw std::runtime_error("reserve_port: no free loopback port found in 1000 attempts");
 }
 
 inline std::string loopback(unsigned short port) { return "127.0.0.1:" + std::to_string(port); }
