@@ -23,6 +23,7 @@
 #include "psflow/distributed/host_port.hpp"
 #include "psflow/distributed/master_session.hpp"
 #include "psflow/distributed/server.hpp"
+#include "psflow/distributed/server_core.hpp"
 #include "psflow/distributed/task_flags.hpp"
 #include "psflow/graph/state_ops.hpp"
 #include "psflow/graph/variable.hpp"
@@ -97,7 +98,7 @@ Outcome connect_outcome(Server& server, const std::string& task) {
   Outcome out;
   const auto start = Clock::now();
   try {
-    server.connect(task);
+    server.core().connect(task);
     out.what = "<connected>";
   } catch (const Unauthenticated& e) {
     out.what = e.what();
@@ -205,7 +206,7 @@ TEST_CASE("a task listening on bind_address 0.0.0.0 is reached through another l
   // A member connects through the cluster address as usual.
   Server worker(ClusterSpec({{"ps", {address}}, {"worker", {loopback(reserve_port())}}}), "worker",
                 0, options_with(""));
-  CHECK(worker.peer_incarnation(kPs) == ps.incarnation());
+  CHECK(worker.core().peer_incarnation(kPs) == ps.incarnation());
 
   // Without bind_address the task listens on its cluster address only.
   const unsigned short port2 = reserve_port();
@@ -265,8 +266,8 @@ TEST_CASE("a cluster on the IPv6 loopback [::1] works") {
   Server ps(cluster, "ps", 0, options_with("v6"));
   Server worker(cluster, "worker", 0, options_with("v6"));
   CHECK(ps.target() == "psflow://" + ps_address);
-  CHECK(Server::find_local(ps.target()) == &ps);
-  CHECK(worker.peer_incarnation(kPs) == ps.incarnation());
+  CHECK(ServerCore::find_local(ps.target()) == &ps.core());
+  CHECK(worker.core().peer_incarnation(kPs) == ps.incarnation());
   CHECK(worker.stop_task("ps", 0, 5s));
   ps.join();
 }
@@ -305,9 +306,9 @@ TEST_CASE("tasks with the same cluster secret talk, stop_server included") {
       {{"ps", {loopback(reserve_port())}}, {"worker", {loopback(reserve_port())}}});
   Server ps(cluster, "ps", 0, options_with("the-shared-secret"));
   Server worker(cluster, "worker", 0, options_with("the-shared-secret"));
-  CHECK(worker.peer_incarnation(kPs) == ps.incarnation());
+  CHECK(worker.core().peer_incarnation(kPs) == ps.incarnation());
   // The ps connects back over its own connection too.
-  CHECK(ps.peer_incarnation("/job:worker/replica:0/task:0") == worker.incarnation());
+  CHECK(ps.core().peer_incarnation("/job:worker/replica:0/task:0") == worker.incarnation());
   CHECK(worker.stop_task("ps", 0, 5s));
   ps.join();
 }

@@ -1,6 +1,7 @@
 // psflow: TensorFlow 1.x-style parameter-server training in C++. Includes everything.
 #pragma once
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/version.hpp"
 
 // core + graph + runtime: kernels, executor, in-process Session (also available as
@@ -9,7 +10,9 @@
 
 // distributed: cluster, servers, remote sessions (the only layer that includes Boost.Asio)
 #include "psflow/distributed/cluster_spec.hpp"
+#if PSFLOW_COMPILES_IMPLEMENTATION  // registers the "psflow://" Session
 #include "psflow/distributed/master_session.hpp"
+#endif
 #include "psflow/distributed/server.hpp"
 #include "psflow/distributed/task_flags.hpp"
 

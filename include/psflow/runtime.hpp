@@ -3,6 +3,7 @@
 // Boost.Asio or the distributed layer. Include psflow/psflow.hpp for clusters and training.
 #pragma once
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/version.hpp"
 
 // core + graph
@@ -18,7 +19,9 @@
 #include "psflow/runtime/device.hpp"
 #include "psflow/runtime/executor.hpp"
 #include "psflow/runtime/gradient_accumulator.hpp"
+#if PSFLOW_COMPILES_IMPLEMENTATION  // every kernel: compiled once when separately compiled
 #include "psflow/runtime/kernels.hpp"
+#endif
 #include "psflow/runtime/partition.hpp"
 #include "psflow/runtime/placer.hpp"
 #include "psflow/runtime/rendezvous.hpp"

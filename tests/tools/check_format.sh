@@ -10,7 +10,7 @@ command -v "$format" >/dev/null || { echo "check_format: $format not found (scri
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   files=$(git ls-files '*.hpp' '*.cpp')
 else  # an exported tree without .git
-  files=$(find include tests examples benchmarks -name '*.hpp' -o -name '*.cpp' | sort)
+  files=$(find include src tests examples benchmarks -name '*.hpp' -o -name '*.cpp' | sort)
 fi
 unformatted=$(for f in $files; do
   [ -f "$f" ] || continue

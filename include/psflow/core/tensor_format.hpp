@@ -11,24 +11,28 @@
 // All functions are pure and thread-safe; they only read the tensor.
 #pragma once
 
-#include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/dtype.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/core/shape.hpp"
 #include "psflow/core/tensor.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <iterator>
+#include <type_traits>
+#include <utility>
+#endif
 
 namespace psflow {
 
@@ -43,6 +47,8 @@ std::string to_string(const Tensor& tensor);
 // dtype is left out for float64, int64 and bool unless the tensor has no elements.
 std::string repr(const Tensor& tensor);
 
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
 // numpy's default print options (np.get_printoptions() in a fresh interpreter).
@@ -60,7 +66,7 @@ struct Decimal {
 };
 
 // Parses std::to_chars' scientific output of a non-negative number ("1.25e-05", "7e+00").
-inline Decimal parse_scientific(std::string_view text) {
+PSFLOW_DECL Decimal parse_scientific(std::string_view text) {
   Decimal d;
   const auto e = text.find('e');
   for (char c : text.substr(0, e))
@@ -94,7 +100,7 @@ struct Positional {
   std::string frac_part;
 };
 
-inline Positional to_positional(const Decimal& d) {
+PSFLOW_DECL Positional to_positional(const Decimal& d) {
   if (d.exponent < 0)
     return {"0", std::string(static_cast<std::size_t>(-d.exponent - 1), '0') + d.digits};
   const auto int_digits = static_cast<std::size_t>(d.exponent) + 1;
@@ -130,7 +136,7 @@ Positional positional_digits(T x, int precision, bool exact_integer) {
 }
 
 // "e+05", "e-100": the exponent with at least `min_digits` digits.
-inline std::string exponent_string(int exponent, int min_digits) {
+PSFLOW_DECL std::string exponent_string(int exponent, int min_digits) {
   std::string digits = std::to_string(exponent < 0 ? -exponent : exponent);
   if (static_cast<int>(digits.size()) < min_digits)
     digits.insert(0, static_cast<std::size_t>(min_digits) - digits.size(), '0');
@@ -270,7 +276,7 @@ class BoolFormat {
 };
 
 // Row-major strides, in elements.
-inline std::vector<std::size_t> strides_of(const Shape& shape) {
+PSFLOW_DECL std::vector<std::size_t> strides_of(const Shape& shape) {
   std::vector<std::size_t> strides(shape.size(), 1);
   for (std::size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
   return strides;
@@ -278,7 +284,7 @@ inline std::vector<std::size_t> strides_of(const Shape& shape) {
 
 // Flat offsets of the elements numpy shows (its _leading_trailing): along each axis longer
 // than 2*edgeitems only the first and last edgeitems when summarising, everything otherwise.
-inline std::vector<std::size_t> shown_offsets(const Shape& shape, bool summarise) {
+PSFLOW_DECL std::vector<std::size_t> shown_offsets(const Shape& shape, bool summarise) {
   const auto strides = strides_of(shape);
   std::vector<std::size_t> offsets{0};
   for (std::size_t axis = 0; axis < shape.size(); ++axis) {
@@ -295,7 +301,7 @@ inline std::vector<std::size_t> shown_offsets(const Shape& shape, bool summarise
   return offsets;
 }
 
-inline std::string_view rstrip(std::string_view s) {
+PSFLOW_DECL std::string_view rstrip(std::string_view s) {
   while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
   return s;
 }
@@ -388,8 +394,8 @@ class ArrayPrinter {
 };
 
 // numpy's array2string for a tensor with at least one element.
-inline std::string array_to_string(const Tensor& t, std::string_view separator,
-                                   const std::string& prefix, std::ptrdiff_t linewidth) {
+PSFLOW_DECL std::string array_to_string(const Tensor& t, std::string_view separator,
+                                        const std::string& prefix, std::ptrdiff_t linewidth) {
   const bool summarise = t.size() > PrintOptions::threshold;
   return visit_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -443,7 +449,7 @@ std::string scalar_to_string(T x) {
 }
 
 // Python's repr of a shape tuple: "(2, 0)", "(0,)".
-inline std::string shape_tuple(const Shape& shape) {
+PSFLOW_DECL std::string shape_tuple(const Shape& shape) {
   std::string out = "(";
   for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
   return out + (shape.size() == 1 ? ",)" : ")");
@@ -453,7 +459,7 @@ inline constexpr std::string_view empty_tensor_text = "<empty tensor>";
 
 }  // namespace detail
 
-inline std::string to_string(const Tensor& tensor) {
+PSFLOW_DECL std::string to_string(const Tensor& tensor) {
   if (tensor.empty()) return std::string(detail::empty_tensor_text);
   if (tensor.rank() == 0) {
     return visit_dtype(tensor.dtype(), [&](auto tag) {
@@ -464,11 +470,11 @@ inline std::string to_string(const Tensor& tensor) {
   return detail::array_to_string(tensor, " ", "", detail::PrintOptions::linewidth);
 }
 
-inline std::ostream& operator<<(std::ostream& os, const Tensor& tensor) {
+PSFLOW_DECL std::ostream& operator<<(std::ostream& os, const Tensor& tensor) {
   return os << to_string(tensor);
 }
 
-inline std::string repr(const Tensor& tensor) {
+PSFLOW_DECL std::string repr(const Tensor& tensor) {
   if (tensor.empty()) return std::string(detail::empty_tensor_text);
   // numpy leaves out the dtypes a literal implies (float64, int64, bool), unless empty.
   const DType dtype = tensor.dtype();
@@ -499,5 +505,7 @@ inline std::string repr(const Tensor& tensor) {
                         detail::PrintOptions::linewidth;
   return out + (own_line ? "\n" + std::string(prefix.size(), ' ') : " ") + dtype_text;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow

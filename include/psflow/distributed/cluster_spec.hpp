@@ -10,15 +10,20 @@
 #include <cstddef>
 #include <initializer_list>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/device_spec.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/distributed/host_port.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <nlohmann/json.hpp>
+#endif
 
 namespace psflow {
 
@@ -86,9 +91,6 @@ class ClusterSpec {
   JobMap jobs_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Implementation.
-
 namespace detail {
 
 inline std::string task_name(std::string_view job, std::size_t task) {
@@ -130,9 +132,17 @@ inline bool has_whitespace(std::string_view s) {
   return false;
 }
 
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace detail {
+
 // Checks one "host:port" and returns its duplicate-detection key ("" for port 0: never a
 // duplicate). `where` names the task, e.g. "/job:ps/task:0".
-inline std::string check_address(const std::string& where, std::string_view address) {
+PSFLOW_DECL std::string check_address(const std::string& where, std::string_view address) {
   const std::string quoted = "address '" + std::string(address) + "' of " + where;
   const char* example = " e.g. 'localhost:2222'";
   if (address.empty()) {
@@ -187,8 +197,9 @@ inline std::string check_address(const std::string& where, std::string_view addr
   return key + ":" + std::to_string(value);
 }
 
-inline const nlohmann::json& require_object(const nlohmann::json& value, const std::string& what,
-                                            const std::string& expected) {
+PSFLOW_DECL const nlohmann::json& require_object(const nlohmann::json& value,
+                                                 const std::string& what,
+                                                 const std::string& expected) {
   if (!value.is_object()) {
     throw InvalidArgument(what + " must be a JSON object (got " + value.type_name() +
                           "); expected " + expected);
@@ -196,8 +207,8 @@ inline const nlohmann::json& require_object(const nlohmann::json& value, const s
   return value;
 }
 
-inline nlohmann::json parse_json(std::string_view text, const std::string& what,
-                                 const std::string& expected) {
+PSFLOW_DECL nlohmann::json parse_json(std::string_view text, const std::string& what,
+                                      const std::string& expected) {
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
@@ -210,7 +221,7 @@ inline constexpr const char* kTfConfigExample =
     R"("task": {"type": "worker", "index": 0}})";
 
 // Parses a TF_CONFIG string and returns its top-level object.
-inline nlohmann::json parse_tf_config(std::string_view text) {
+PSFLOW_DECL nlohmann::json parse_tf_config(std::string_view text) {
   nlohmann::json config = parse_json(text, "TF_CONFIG", kTfConfigExample);
   require_object(config, "TF_CONFIG", kTfConfigExample);
   return config;
@@ -218,7 +229,7 @@ inline nlohmann::json parse_tf_config(std::string_view text) {
 
 }  // namespace detail
 
-inline ClusterSpec::ClusterSpec(JobMap jobs) : jobs_(std::move(jobs)) {
+PSFLOW_DECL ClusterSpec::ClusterSpec(JobMap jobs) : jobs_(std::move(jobs)) {
   std::map<std::string, std::string> used;  // address key -> task that uses it
   for (const auto& [job, tasks] : jobs_) {
     if (job.empty()) {
@@ -243,7 +254,7 @@ inline ClusterSpec::ClusterSpec(JobMap jobs) : jobs_(std::move(jobs)) {
   }
 }
 
-inline ClusterSpec::ClusterSpec(std::initializer_list<JobMap::value_type> jobs)
+PSFLOW_DECL ClusterSpec::ClusterSpec(std::initializer_list<JobMap::value_type> jobs)
     : ClusterSpec(JobMap(jobs)) {
   if (jobs_.size() != jobs.size()) {
     std::map<std::string, int> count;
@@ -256,7 +267,7 @@ inline ClusterSpec::ClusterSpec(std::initializer_list<JobMap::value_type> jobs)
   }
 }
 
-inline ClusterSpec ClusterSpec::from_json(const nlohmann::json& cluster) {
+PSFLOW_DECL ClusterSpec ClusterSpec::from_json(const nlohmann::json& cluster) {
   const std::string expected = R"({"ps": ["host0:2222"], "worker": ["host1:2222", ...]})";
   detail::require_object(cluster, "TF_CONFIG's \"cluster\"", expected);
   JobMap jobs;
@@ -280,7 +291,7 @@ inline ClusterSpec ClusterSpec::from_json(const nlohmann::json& cluster) {
   return ClusterSpec(std::move(jobs));
 }
 
-inline ClusterSpec ClusterSpec::from_tf_config(std::string_view json) {
+PSFLOW_DECL ClusterSpec ClusterSpec::from_tf_config(std::string_view json) {
   const nlohmann::json config = detail::parse_tf_config(json);
   const auto it = config.find("cluster");
   if (it == config.end()) {
@@ -290,18 +301,18 @@ inline ClusterSpec ClusterSpec::from_tf_config(std::string_view json) {
   return from_json(*it);
 }
 
-inline std::vector<std::string> ClusterSpec::jobs() const {
+PSFLOW_DECL std::vector<std::string> ClusterSpec::jobs() const {
   std::vector<std::string> names;
   names.reserve(jobs_.size());
   for (const auto& entry : jobs_) names.push_back(entry.first);
   return names;
 }
 
-inline bool ClusterSpec::has_job(std::string_view job) const {
+PSFLOW_DECL bool ClusterSpec::has_job(std::string_view job) const {
   return jobs_.find(std::string(job)) != jobs_.end();
 }
 
-inline const std::vector<std::string>& ClusterSpec::job_tasks(std::string_view job) const {
+PSFLOW_DECL const std::vector<std::string>& ClusterSpec::job_tasks(std::string_view job) const {
   const auto it = jobs_.find(std::string(job));
   if (it == jobs_.end()) {
     throw NotFound("no job '" + std::string(job) + "' in the cluster; its jobs are: " +
@@ -310,11 +321,11 @@ inline const std::vector<std::string>& ClusterSpec::job_tasks(std::string_view j
   return it->second;
 }
 
-inline std::size_t ClusterSpec::num_tasks(std::string_view job) const {
+PSFLOW_DECL std::size_t ClusterSpec::num_tasks(std::string_view job) const {
   return job_tasks(job).size();
 }
 
-inline std::string ClusterSpec::task_address(std::string_view job, std::size_t task) const {
+PSFLOW_DECL std::string ClusterSpec::task_address(std::string_view job, std::size_t task) const {
   const auto& tasks = job_tasks(job);
   if (task >= tasks.size()) {
     const std::string has = tasks.empty() ? std::string("has no tasks")
@@ -326,7 +337,7 @@ inline std::string ClusterSpec::task_address(std::string_view job, std::size_t t
   return tasks[task];
 }
 
-inline std::vector<std::string> ClusterSpec::task_devices() const {
+PSFLOW_DECL std::vector<std::string> ClusterSpec::task_devices() const {
   std::vector<std::string> devices;
   for (const auto& [job, tasks] : jobs_) {
     for (std::size_t i = 0; i < tasks.size(); ++i) {
@@ -336,13 +347,14 @@ inline std::vector<std::string> ClusterSpec::task_devices() const {
   return devices;
 }
 
-inline std::string ClusterSpec::to_json() const {
+PSFLOW_DECL std::string ClusterSpec::to_json() const {
   nlohmann::json cluster = nlohmann::json::object();
   for (const auto& [job, tasks] : jobs_) cluster[job] = tasks;
   return cluster.dump();
 }
 
-inline std::string ClusterSpec::to_tf_config_json(std::string_view job, std::size_t task) const {
+PSFLOW_DECL std::string ClusterSpec::to_tf_config_json(std::string_view job,
+                                                       std::size_t task) const {
   task_address(job, task);  // throws NotFound for a task that does not exist
   nlohmann::json config;
   config["cluster"] = nlohmann::json::object();
@@ -351,6 +363,10 @@ inline std::string ClusterSpec::to_tf_config_json(std::string_view job, std::siz
   return config.dump();
 }
 
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
+
 }  // namespace psflow
 
+#if PSFLOW_COMPILES_IMPLEMENTATION
 #include "psflow/distributed/slurm_cluster.hpp"  // from_slurm's definition
+#endif

@@ -27,7 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "psflow/distributed/server.hpp"
+#include "psflow/core/compilation.hpp"
+#include "psflow/distributed/server_core.hpp"
 #include "psflow/graph/subgraph.hpp"
 #include "psflow/runtime/partition.hpp"
 #include "psflow/runtime/placer.hpp"
@@ -39,7 +40,7 @@ namespace detail {
 
 class MasterSession : public SessionImpl {
  public:
-  MasterSession(Graph& graph, Server& server);
+  MasterSession(Graph& graph, ServerCore& server);
   ~MasterSession() override;
 
   std::vector<Tensor> run(const std::vector<Output>& fetches, const FeedMap& feeds,
@@ -83,7 +84,7 @@ class MasterSession : public SessionImpl {
   void check_incarnation(const std::string& task, std::uint64_t incarnation);
 
   Graph& graph_;
-  Server& server_;
+  ServerCore& server_;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<StepPlan>> plans_;
   // Kept when plans are forgotten: a session never silently moves to a restarted task.
@@ -94,7 +95,7 @@ class MasterSession : public SessionImpl {
 
 // ---------------------------------------------------------------------------------------------
 
-inline MasterSession::MasterSession(Graph& graph, Server& server)
+inline MasterSession::MasterSession(Graph& graph, ServerCore& server)
     : graph_(graph), server_(server), rng_(std::random_device{}()) {}
 
 inline MasterSession::~MasterSession() { close(); }
@@ -256,7 +257,7 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
   // already answered: tensors it sent to the others may have been lost with it, and a task it
   // stopped answering (declared dead by the heartbeats) must not hold the step.
   struct Unwatch {
-    Server& server;
+    ServerCore& server;
     std::uint64_t id;
     ~Unwatch() { server.stop_watching(id); }
   };
@@ -374,11 +375,11 @@ inline void MasterSession::check_incarnation(const std::string& task, std::uint6
                 "(MonitoredTrainingSession does so by itself)");
 }
 
-inline const bool master_session_registered = register_session_factory(
+PSFLOW_REGISTERED_AT_STARTUP const bool master_session_registered = register_session_factory(
     "psflow://",
     [](Graph& graph, std::string_view target,
        const SessionOptions&) -> std::unique_ptr<SessionImpl> {
-      Server* server = Server::find_local(target);
+      ServerCore* server = ServerCore::find_local(target);
       if (!server)
         throw InvalidArgument("no Server in this process serves '" + std::string(target) +
                               "': the master runs inside a task's own process, so create "

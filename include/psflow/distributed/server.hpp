@@ -3,468 +3,79 @@
 // service, and lets a Session in the same process act as master for the cluster.
 //
 // Beyond TF: stop_task()/stop_job() tell other tasks to stop, so a ps's join() returns and
-// its process can exit 0 at the end of training; every wait on a peer has a deadline, and
-// while waiting for a peer that is not up yet the server says whom it waits for.
+// its process can exit 0 at the end of training; every wait on a peer has a deadline, a peer
+// that stops answering is noticed (ServerOptions::heartbeat_timeout), and while waiting for a
+// peer that is not up yet the server says whom it waits for.
 //
-// Thread-safe. The constructor starts serving (one I/O thread runs every connection); the
-// destructor stops and joins. The blocking calls (connect, call, peer_incarnation, stop_task,
-// stop_job, join) are for user threads: on the server's own I/O thread they would wait for
-// that very thread, so there they throw Internal instead. Callbacks use connect_async and
-// open_connection. The pieces behind it, in psflow::detail: Listener (the listening socket),
-// PeerCache (connections to other tasks), FrameDispatcher (what arriving frames do) and the
-// stop protocol.
+// Thread-safe. The constructor starts serving; the destructor stops and joins. join, stop_task
+// and stop_job block, so they are for the program's threads (never call them from a callback
+// psflow runs). This header declares Server only: the network machinery behind it
+// (distributed/server_core.hpp, Boost.Asio) is compiled where psflow's implementation is (every
+// file when header-only, once with PSFLOW_SEPARATE_COMPILATION: core/compilation.hpp).
 #pragma once
 
-#include <algorithm>
-#include <atomic>
-#include <boost/asio.hpp>
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <functional>
-#include <future>
-#include <map>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
-#include <mutex>
-#include <random>
-#include <set>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <utility>
 #include <vector>
 
-#include "psflow/core/device_spec.hpp"
-#include "psflow/core/log.hpp"
-#include "psflow/distributed/cluster_auth.hpp"
+#include "psflow/core/compilation.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
-#include "psflow/distributed/connection.hpp"
-#include "psflow/distributed/frame_dispatcher.hpp"
-#include "psflow/distributed/host_port.hpp"
-#include "psflow/distributed/listener.hpp"
-#include "psflow/distributed/messages.hpp"
-#include "psflow/distributed/peer_cache.hpp"
 #include "psflow/distributed/server_options.hpp"
-#include "psflow/distributed/stop_protocol.hpp"
-#include "psflow/distributed/worker_service.hpp"
-#include "psflow/runtime/device.hpp"
-#include "psflow/runtime/rendezvous.hpp"
-#include "psflow/runtime/thread_pool.hpp"
 
 namespace psflow {
 
+class ServerCore;  // distributed/server_core.hpp
+
 class Server {
  public:
-  Server(const ClusterSpec& cluster, std::string_view job_name, std::size_t task_index,
-         ServerOptions options = {});
+  PSFLOW_DECL Server(const ClusterSpec& cluster, std::string_view job_name, std::size_t task_index,
+                     ServerOptions options = {});
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
-  ~Server();
+  PSFLOW_DECL ~Server();
 
   // What Session(graph, target) connects to: "psflow://host:port" (the real port when the
   // cluster gave port 0).
-  std::string target() const;
+  PSFLOW_DECL std::string target() const;
   // Blocks until stop() is called here or another task asks this one to stop.
-  void join();
-  void stop();
-  bool stopped() const;
+  PSFLOW_DECL void join();
+  PSFLOW_DECL void stop();
+  PSFLOW_DECL bool stopped() const;
 
   // Asks task `job`/`task_index` to stop (its join() returns). Returns false when it could not
   // be reached within `timeout` (it may already be gone).
-  bool stop_task(std::string_view job, std::size_t task_index,
-                 std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+  PSFLOW_DECL bool stop_task(std::string_view job, std::size_t task_index,
+                             std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
   // stop_task for every task of `job` (except this one); returns how many acknowledged.
-  std::size_t stop_job(std::string_view job,
-                       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+  PSFLOW_DECL std::size_t stop_job(
+      std::string_view job, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
-  const ClusterSpec& cluster() const noexcept { return cluster_; }
-  const std::string& job_name() const noexcept { return job_; }
-  std::size_t task_index() const noexcept { return task_index_; }
-  std::uint64_t incarnation() const noexcept { return incarnation_; }
+  PSFLOW_DECL const ClusterSpec& cluster() const noexcept;
+  PSFLOW_DECL const std::string& job_name() const noexcept;
+  PSFLOW_DECL std::size_t task_index() const noexcept;
+  PSFLOW_DECL std::uint64_t incarnation() const noexcept;
   // "/job:ps/replica:0/task:0"
-  const std::string& task_name() const noexcept { return task_name_; }
+  PSFLOW_DECL const std::string& task_name() const noexcept;
   // "/job:ps/replica:0/task:0/device:CPU:0"
-  const std::string& device_name() const noexcept { return device_.name(); }
-  std::vector<std::string> cluster_devices() const;
-  Device& device() noexcept { return device_; }
-  WorkerService& worker() noexcept { return *worker_; }
-  const ServerOptions& options() const noexcept { return options_; }
-  ThreadPool* pool() noexcept { return pool_; }
+  PSFLOW_DECL const std::string& device_name() const noexcept;
+  // Every task's CPU device, jobs sorted.
+  PSFLOW_DECL std::vector<std::string> cluster_devices() const;
+  PSFLOW_DECL const ServerOptions& options() const noexcept;
 
-  // The live connection to `task` (connecting, with retries, up to connect_timeout). Blocking:
-  // for user threads only (Internal on the I/O thread). Throws Unavailable naming the task and
-  // its address.
-  std::shared_ptr<Connection> connect(const std::string& task);
-  // Non-blocking form: `done` runs on the I/O thread, or at once on this thread when the
-  // connection is open already. `patience`: how long to keep trying (zero: connect_timeout).
-  void connect_async(const std::string& task,
-                     std::function<void(Status, std::shared_ptr<Connection>)> done,
-                     std::chrono::milliseconds patience = {});
-  // The open connection to `task` if there is one now, else null; never connects, never blocks.
-  std::shared_ptr<Connection> open_connection(const std::string& task);
-  // The incarnation `task` reported when we connected (connecting if needed: blocking).
-  std::uint64_t peer_incarnation(const std::string& task);
-  // A request to `task` and its reply, blocking up to `timeout`. Throws the typed error.
-  wire::Frame call(const std::string& task, wire::Frame request, std::chrono::milliseconds timeout);
-  // Forgets a peer's connection (e.g. after it restarted) so the next use reconnects.
-  void drop_connection(const std::string& task);
-
-  // Calls `lost(task, reason)` (on the I/O thread; it must not block) whenever a connection to
-  // one of `tasks` closes, until stop_watching(the returned id). A master watches every task of
-  // a step: a lost connection may have taken tensors with it, so the step cannot finish.
-  using PeerLost = std::function<void(const std::string& task, const Status& reason)>;
-  std::uint64_t watch_peers(std::vector<std::string> tasks, PeerLost lost);
-  // Ends a watch; once it returns, its callback is not running and never runs again.
-  void stop_watching(std::uint64_t id);
-
-  // The server in this process serving `target`, or null.
-  static Server* find_local(std::string_view target);
-  std::string address_of(const std::string& task) const;
-
-  void log(const std::string& line) const;
+  // The machinery behind this task: connections, its device and worker service
+  // (distributed/server_core.hpp; for psflow's distributed session and tests).
+  ServerCore& core() noexcept { return *core_; }
 
  private:
-  // Every Server of this process, by target (for Session's "psflow://" targets).
-  struct Registry {
-    std::mutex mutex;
-    std::map<std::string, Server*> servers;
-  };
-  static Registry& registry();
-
-  // Starts reading `connection` (incoming or outgoing); closes it when the server stopped.
-  void adopt(const std::shared_ptr<Connection>& connection);
-  void handle_close(const std::shared_ptr<Connection>& connection, const Status& reason);
-  void send_tensor(const std::string& dst_device, std::uint64_t step_id, const std::string& key,
-                   Tensor value);
-  // Throws Internal when called on this server's I/O thread: `what` would wait for it.
-  void refuse_on_io_thread(std::string_view what) const;
-
-  const ClusterSpec cluster_;
-  const std::string job_;
-  const std::size_t task_index_;
-  const ServerOptions options_;
-  const std::uint64_t incarnation_;
-  const std::string task_name_;
-
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  detail::Listener listener_;
-  std::unique_ptr<ThreadPool> own_pool_;
-  ThreadPool* pool_ = nullptr;
-  Device device_;
-  detail::PeerCache peers_;
-  std::unique_ptr<WorkerService> worker_;
-  std::unique_ptr<detail::FrameDispatcher> dispatcher_;
-
-  mutable std::mutex mutex_;
-  std::condition_variable stopped_cv_;
-  bool stopped_ = false;
-  std::set<std::shared_ptr<Connection>> connections_;  // every open connection
-  struct Watch {
-    std::mutex mutex;  // held while the callback runs, so stop_watching waits for it
-    bool active = true;
-    std::vector<std::string> tasks;
-    PeerLost lost;
-  };
-  std::map<std::uint64_t, std::shared_ptr<Watch>> watches_;
-  std::uint64_t next_watch_ = 1;
-  std::atomic<std::thread::id> io_thread_id_{};
-  std::thread io_thread_;
+  std::unique_ptr<ServerCore> core_;
 };
 
-namespace detail {
-
-// A random nonzero number naming one run of a task's process.
-std::uint64_t random_incarnation();
-
-}  // namespace detail
-
-// ---------------------------------------------------------------------------------------------
-
-inline std::uint64_t detail::random_incarnation() {
-  std::random_device rd;
-  std::uint64_t v = 0;
-  while (v == 0) v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  return v;
-}
-
-inline Server::Registry& Server::registry() {
-  static Registry servers;
-  return servers;
-}
-
-inline Server::Server(const ClusterSpec& cluster, std::string_view job_name, std::size_t task_index,
-                      ServerOptions options)
-    : cluster_(cluster),
-      job_(job_name),
-      task_index_(task_index),
-      options_(options),
-      incarnation_(detail::random_incarnation()),
-      task_name_(detail::full_task_name(job_, task_index)),
-      work_(asio::make_work_guard(io_)),
-      listener_(io_, cluster_.task_address(job_, task_index_), task_name_,
-                options_.bind_address),  // throws NotFound
-      device_(task_name_ + "/device:CPU:0"),
-      peers_(
-          io_, options_, task_name_, incarnation_,
-          [this](const std::string& task) { return address_of(task); },
-          [this](const std::shared_ptr<Connection>& c) { adopt(c); },
-          [this](const std::string& line) { log(line); }) {
-  detail::set_log_task(task_name_);  // the library's other log lines name this task
-  device_.set_checkpoint_dir(options_.checkpoint_dir);
-  if (options_.inter_op_threads == 0) {
-    pool_ = &ThreadPool::shared();
-  } else if (options_.inter_op_threads > 1) {
-    own_pool_ = std::make_unique<ThreadPool>(options_.inter_op_threads);
-    pool_ = own_pool_.get();
-  }
-  worker_ = std::make_unique<WorkerService>(
-      device_, pool_,
-      [this](const std::string& dst, std::uint64_t step, const std::string& key, Tensor value) {
-        send_tensor(dst, step, key, std::move(value));
-      });
-  dispatcher_ = std::make_unique<detail::FrameDispatcher>(
-      io_, *worker_, peers_, task_name_, incarnation_, options_.explain,
-      [this](const std::string& line) { log(line); }, [this] { stop(); });
-  {
-    std::lock_guard lock(registry().mutex);
-    registry().servers[target()] = this;
-  }
-  listener_.start([this](asio::ip::tcp::socket socket, std::string description) {
-    // Only members get a Connection (cluster_auth.hpp); the handshake runs before any frame.
-    detail::admit_member(
-        std::move(socket), options_.cluster_secret, options_.handshake_timeout,
-        std::move(description), [this](const std::string& line) { log(line); },
-        [this](asio::ip::tcp::socket member, std::string peer) {
-          adopt(std::make_shared<Connection>(std::move(member), options_.limits, std::move(peer),
-                                             options_.heartbeat_timeout));
-        });
-  });
-  io_thread_ = std::thread([this] {
-    io_thread_id_.store(std::this_thread::get_id());
-    io_.run();
-  });
-  log("serving on " + detail::join_host_port(listener_.host(), std::to_string(listener_.port())) +
-      (options_.bind_address.empty() ? "" : ", listening on " + options_.bind_address) +
-      " (incarnation " + incarnation_string(incarnation_) +
-      (options_.cluster_secret.empty() ? "" : "; members only: cluster secret set") + ")");
-}
-
-inline Server::~Server() {
-  {
-    std::lock_guard lock(registry().mutex);
-    registry().servers.erase(target());
-  }
-  stop();
-  worker_->abort_all_and_wait(
-      Status(ErrorCode::aborted, "task " + task_name_ + " is shutting down"),
-      std::chrono::seconds(10));
-  work_.reset();
-  io_.stop();
-  if (io_thread_.joinable()) io_thread_.join();
-}
-
-inline std::string Server::target() const {
-  return "psflow://" + detail::join_host_port(listener_.host(), std::to_string(listener_.port()));
-}
-
-inline void Server::log(const std::string& line) const {
-  if (options_.log) detail::log_line_as(task_name_, line);
-}
-
-inline Server* Server::find_local(std::string_view target) {
-  std::lock_guard lock(registry().mutex);
-  auto it = registry().servers.find(std::string(target));
-  return it == registry().servers.end() ? nullptr : it->second;
-}
-
-inline std::vector<std::string> Server::cluster_devices() const {
-  std::vector<std::string> out;
-  for (const auto& job : cluster_.jobs())
-    for (std::size_t t = 0; t < cluster_.num_tasks(job); ++t)
-      out.push_back(detail::full_task_name(job, t) + "/device:CPU:0");
-  return out;
-}
-
-inline std::string Server::address_of(const std::string& task) const {
-  const DeviceSpec spec = DeviceSpec::parse(task);
-  if (!spec.job || !spec.task) throw InvalidArgument("'" + task + "' does not name a task");
-  return cluster_.task_address(*spec.job, static_cast<std::size_t>(*spec.task));
-}
-
-inline void Server::refuse_on_io_thread(std::string_view what) const {
-  if (std::this_thread::get_id() != io_thread_id_.load()) return;
-  throw Internal("Server::" + std::string(what) + " called on the I/O thread of " + task_name_ +
-                 ": it would wait for that very thread and never return; a callback must use "
-                 "connect_async or open_connection instead");
-}
-
-inline void Server::join() {
-  refuse_on_io_thread("join");
-  std::unique_lock lock(mutex_);
-  stopped_cv_.wait(lock, [this] { return stopped_; });
-}
-
-inline bool Server::stopped() const {
-  std::lock_guard lock(mutex_);
-  return stopped_;
-}
-
-inline void Server::stop() {
-  std::set<std::shared_ptr<Connection>> connections;
-  {
-    std::lock_guard lock(mutex_);
-    if (stopped_) return;
-    stopped_ = true;
-    connections = connections_;
-  }
-  peers_.stop();
-  listener_.close();
-  for (auto& c : connections)
-    c->close(Status(ErrorCode::aborted, "task " + task_name_ + " stopped"));
-  stopped_cv_.notify_all();
-  log("stopped");
-}
-
-inline void Server::adopt(const std::shared_ptr<Connection>& connection) {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopped_) {
-      connection->close(Status(ErrorCode::unavailable, "task " + task_name_ + " has stopped"));
-      return;
-    }
-    connections_.insert(connection);
-  }
-  connection->start([this](const auto& c, wire::Frame f) { dispatcher_->handle(c, std::move(f)); },
-                    [this](const auto& c, const Status& reason) { handle_close(c, reason); });
-}
-
-inline void Server::handle_close(const std::shared_ptr<Connection>& connection,
-                                 const Status& reason) {
-  {
-    std::lock_guard lock(mutex_);
-    connections_.erase(connection);
-  }
-  peers_.forget(connection);
-  dispatcher_->connection_closed(connection, reason);
-  const std::string task = connection->peer_task();
-  if (task.empty()) return;  // it never said hello: no step used it
-  // Steps here waiting for tensors from that task would wait forever.
-  if (const std::size_t n = worker_->abort_steps_receiving_from(task, reason); n > 0)
-    log("aborted " + std::to_string(n) + " step(s) receiving from " + task + ": " +
-        reason.message());
-  std::vector<std::shared_ptr<Watch>> watching;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto& [id, watch] : watches_)
-      if (std::find(watch->tasks.begin(), watch->tasks.end(), task) != watch->tasks.end())
-        watching.push_back(watch);
-  }
-  for (auto& watch : watching) {
-    std::lock_guard lock(watch->mutex);
-    if (watch->active) watch->lost(task, reason);
-  }
-}
-
-inline std::uint64_t Server::watch_peers(std::vector<std::string> tasks, PeerLost lost) {
-  auto watch = std::make_shared<Watch>();
-  watch->tasks = std::move(tasks);
-  watch->lost = std::move(lost);
-  std::lock_guard lock(mutex_);
-  const std::uint64_t id = next_watch_++;
-  watches_.emplace(id, std::move(watch));
-  return id;
-}
-
-inline void Server::stop_watching(std::uint64_t id) {
-  std::shared_ptr<Watch> watch;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = watches_.find(id);
-    if (it == watches_.end()) return;
-    watch = std::move(it->second);
-    watches_.erase(it);
-  }
-  std::lock_guard lock(watch->mutex);
-  watch->active = false;
-}
-
-inline void Server::send_tensor(const std::string& dst_device, std::uint64_t step_id,
-                                const std::string& key, Tensor value) {
-  if (options_.explain)
-    log("explain: step " + std::to_string(step_id) + ": sending " + value.summary() + " (" +
-        std::to_string(value.nbytes()) + " bytes) to " + dst_device + " under key " + key);
-  peers_.send(detail::task_of_device(dst_device),
-              wire::make_frame(wire::MessageType::tensor, wire::TensorMessage{step_id, key},
-                               {std::move(value)}),
-              // The receiver is unreachable; its step cannot complete, fail ours here too.
-              [this, step_id](const Status& status) { worker_->abort_step(step_id, status); });
-}
-
-inline void Server::connect_async(const std::string& task,
-                                  std::function<void(Status, std::shared_ptr<Connection>)> done,
-                                  std::chrono::milliseconds patience) {
-  peers_.connect_async(task, std::move(done), patience);
-}
-
-inline std::shared_ptr<Connection> Server::connect(const std::string& task) {
-  refuse_on_io_thread("connect");
-  std::promise<std::pair<Status, std::shared_ptr<Connection>>> promise;
-  auto future = promise.get_future();
-  peers_.connect_async(task, [&promise](Status s, std::shared_ptr<Connection> c) {
-    promise.set_value({std::move(s), std::move(c)});
-  });
-  // Bounded: connect_async gives up after connect_timeout.
-  auto [status, connection] = future.get();
-  status.raise_if_error();
-  return connection;
-}
-
-inline std::shared_ptr<Connection> Server::open_connection(const std::string& task) {
-  return peers_.open_connection(task);
-}
-
-inline std::uint64_t Server::peer_incarnation(const std::string& task) {
-  refuse_on_io_thread("peer_incarnation");
-  if (task == task_name_) return incarnation_;
-  connect(task);
-  return peers_.incarnation(task);
-}
-
-inline void Server::drop_connection(const std::string& task) { peers_.drop(task); }
-
-inline wire::Frame Server::call(const std::string& task, wire::Frame request,
-                                std::chrono::milliseconds timeout) {
-  refuse_on_io_thread("call");
-  auto connection = connect(task);
-  std::promise<std::pair<Status, wire::Frame>> promise;
-  auto future = promise.get_future();
-  connection->call(
-      std::move(request),
-      [&promise](Status s, wire::Frame f) {
-        promise.set_value({std::move(s), std::move(f)});
-      },
-      timeout);
-  auto [status, reply] = future.get();  // bounded by `timeout` and by the connection closing
-  status.raise_if_error();
-  return std::move(reply);
-}
-
-inline bool Server::stop_task(std::string_view job, std::size_t task_index,
-                              std::chrono::milliseconds timeout) {
-  refuse_on_io_thread("stop_task");
-  const std::string task = detail::full_task_name(job, task_index);
-  if (task == task_name_) {
-    stop();
-    return true;
-  }
-  address_of(task);  // NotFound for a task not in the cluster
-  return detail::request_stop(peers_, task, task_name_, timeout);
-}
-
-inline std::size_t Server::stop_job(std::string_view job, std::chrono::milliseconds timeout) {
-  refuse_on_io_thread("stop_job");
-  return detail::request_stop_job(peers_, cluster_, job, task_name_, timeout);
-}
-
 }  // namespace psflow
+
+#if PSFLOW_COMPILES_IMPLEMENTATION
+#include "psflow/distributed/server_core.hpp"  // Server's definitions
+#endif

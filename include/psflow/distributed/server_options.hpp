@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "psflow/distributed/wire.hpp"
+#include "psflow/distributed/wire_limits.hpp"
 
 namespace psflow {
 

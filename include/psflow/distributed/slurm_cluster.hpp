@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
 
@@ -90,40 +91,41 @@ struct SlurmConfig {
 // written with at least as many digits as the range's first bound ("[08-10]" gives 08, 09, 10).
 // `variable` names the value in error messages. Throws InvalidArgument for a malformed list and
 // for one expanding to more than kMaxSlurmHosts names.
-inline std::vector<std::string> expand_slurm_nodelist(
+PSFLOW_DECL std::vector<std::string> expand_slurm_nodelist(
     std::string_view value, std::string_view variable = "SLURM_STEP_NODELIST");
 
 // "2(x3),1" -> 2, 2, 2, 1: a count per node, "(xN)" repeating it for N nodes. Throws
 // InvalidArgument for a malformed list, more than kMaxSlurmHosts entries or more than
 // kMaxSlurmTasks tasks in all.
-inline std::vector<std::size_t> expand_slurm_tasks_per_node(
+PSFLOW_DECL std::vector<std::size_t> expand_slurm_tasks_per_node(
     std::string_view value, std::string_view variable = "SLURM_STEP_TASKS_PER_NODE");
 
 // ---------------------------------------------------------------------------------------------
-// Implementation.
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 
 namespace detail {
 
 // A value as error messages quote it: at most 120 characters.
-inline std::string slurm_quote(std::string_view variable, std::string_view value) {
+PSFLOW_DECL std::string slurm_quote(std::string_view variable, std::string_view value) {
   std::string shown(value.substr(0, 120));
   if (value.size() > 120) shown += "...";
   return std::string(variable) + "='" + shown + "'";
 }
 
-inline bool is_slurm_host_char(char c) {
+PSFLOW_DECL bool is_slurm_host_char(char c) {
   return is_ascii_alpha(c) || is_ascii_digit(c) || c == '-' || c == '.' || c == '_';
 }
 
 // A decimal number of at most 18 digits (so it fits in 64 bits), or nullopt.
-inline std::optional<std::uint64_t> parse_slurm_number(std::string_view text) {
+PSFLOW_DECL std::optional<std::uint64_t> parse_slurm_number(std::string_view text) {
   if (!is_all_digits(text) || text.size() > 18) return std::nullopt;
   std::uint64_t value = 0;
   for (char c : text) value = value * 10 + static_cast<std::uint64_t>(c - '0');
   return value;
 }
 
-inline std::string pad_number(std::uint64_t value, std::size_t width) {
+PSFLOW_DECL std::string pad_number(std::uint64_t value, std::size_t width) {
   std::string digits = std::to_string(value);
   if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
   return digits;
@@ -144,8 +146,8 @@ inline std::string pad_number(std::uint64_t value, std::size_t width) {
 
 }  // namespace detail
 
-inline std::vector<std::string> expand_slurm_nodelist(std::string_view value,
-                                                      std::string_view variable) {
+PSFLOW_DECL std::vector<std::string> expand_slurm_nodelist(std::string_view value,
+                                                           std::string_view variable) {
   const std::string quoted = detail::slurm_quote(variable, value);
   auto fail = [&quoted](const std::string& what) { detail::throw_bad_nodelist(quoted, what); };
   if (value.empty()) fail("it is empty");
@@ -220,8 +222,8 @@ inline std::vector<std::string> expand_slurm_nodelist(std::string_view value,
   return hosts;
 }
 
-inline std::vector<std::size_t> expand_slurm_tasks_per_node(std::string_view value,
-                                                            std::string_view variable) {
+PSFLOW_DECL std::vector<std::size_t> expand_slurm_tasks_per_node(std::string_view value,
+                                                                 std::string_view variable) {
   const std::string quoted = detail::slurm_quote(variable, value);
   auto fail = [&quoted](const std::string& what) {
     detail::throw_bad_tasks_per_node(quoted, what);
@@ -258,7 +260,7 @@ inline std::vector<std::size_t> expand_slurm_tasks_per_node(std::string_view val
   return counts;
 }
 
-inline std::map<std::string, std::size_t> SlurmOptions::parse_jobs(std::string_view value) {
+PSFLOW_DECL std::map<std::string, std::size_t> SlurmOptions::parse_jobs(std::string_view value) {
   const std::string quoted = "--slurm_jobs='" + std::string(value.substr(0, 120)) + "'";
   const std::string shape = "; give each job and its number of tasks, e.g. ps:1,worker:3";
   if (value.empty()) throw InvalidArgument(quoted + " is empty" + shape);
@@ -289,7 +291,7 @@ inline std::map<std::string, std::size_t> SlurmOptions::parse_jobs(std::string_v
   return jobs;
 }
 
-inline SlurmEnvironment SlurmEnvironment::current() {
+PSFLOW_DECL SlurmEnvironment SlurmEnvironment::current() {
   SlurmEnvironment env;
   for (const char* name :
        {"SLURM_PROCID", "SLURM_LOCALID", "SLURMD_NODENAME", "SLURM_STEP_NODELIST",
@@ -300,12 +302,13 @@ inline SlurmEnvironment SlurmEnvironment::current() {
   return env;
 }
 
-inline const std::string* SlurmEnvironment::find(const std::string& name) const {
+PSFLOW_DECL const std::string* SlurmEnvironment::find(const std::string& name) const {
   const auto it = variables.find(name);
   return it == variables.end() ? nullptr : &it->second;
 }
 
-inline SlurmConfig SlurmConfig::resolve(const SlurmOptions& options, const SlurmEnvironment& env) {
+PSFLOW_DECL SlurmConfig SlurmConfig::resolve(const SlurmOptions& options,
+                                             const SlurmEnvironment& env) {
   const std::string not_in_slurm =
       "; start the program with srun inside a Slurm allocation (deploy/slurm/psflow.sbatch), or "
       "give the cluster with --ps_hosts/--worker_hosts or TF_CONFIG";
@@ -455,14 +458,16 @@ inline SlurmConfig SlurmConfig::resolve(const SlurmOptions& options, const Slurm
   return out;
 }
 
-inline SlurmConfig SlurmConfig::resolve(const SlurmOptions& options) {
+PSFLOW_DECL SlurmConfig SlurmConfig::resolve(const SlurmOptions& options) {
   return resolve(options, SlurmEnvironment::current());
 }
 
-inline ClusterSpec ClusterSpec::from_slurm(const SlurmOptions& options) {
+PSFLOW_DECL ClusterSpec ClusterSpec::from_slurm(const SlurmOptions& options) {
   return SlurmConfig::resolve(options).cluster;
 }
 
-inline ClusterSpec ClusterSpec::from_slurm() { return from_slurm(SlurmOptions{}); }
+PSFLOW_DECL ClusterSpec ClusterSpec::from_slurm() { return from_slurm(SlurmOptions{}); }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow

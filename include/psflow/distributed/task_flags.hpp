@@ -14,18 +14,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
 #include "psflow/distributed/server_options.hpp"
 #include "psflow/distributed/slurm_cluster.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#endif
 
 namespace psflow {
 
@@ -111,11 +115,12 @@ struct TaskFlags {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Implementation.
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 
 namespace detail {
 
-inline std::size_t parse_task_index(std::string_view text, const std::string& what) {
+PSFLOW_DECL std::size_t parse_task_index(std::string_view text, const std::string& what) {
   if (!is_all_digits(text) || text.size() > 9) {
     throw InvalidArgument(what + " '" + std::string(text) +
                           "' is not a task index; give a non-negative integer, e.g. 0");
@@ -123,7 +128,7 @@ inline std::size_t parse_task_index(std::string_view text, const std::string& wh
   return static_cast<std::size_t>(std::stoul(std::string(text)));
 }
 
-inline std::vector<std::string> split_host_list(std::string_view list) {
+PSFLOW_DECL std::vector<std::string> split_host_list(std::string_view list) {
   std::vector<std::string> hosts;
   for (std::string_view item : split(list, ',')) {
     while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
@@ -134,13 +139,13 @@ inline std::vector<std::string> split_host_list(std::string_view list) {
 }
 
 // True when `arg` can be a flag's value given as the next argument (not another flag).
-inline bool looks_like_value(std::string_view arg) {
+PSFLOW_DECL bool looks_like_value(std::string_view arg) {
   return arg.size() < 2 || arg[0] != '-' || is_ascii_digit(arg[1]);
 }
 
 }  // namespace detail
 
-inline TfConfig TfConfig::parse(std::string_view json) {
+PSFLOW_DECL TfConfig TfConfig::parse(std::string_view json) {
   const nlohmann::json config = detail::parse_tf_config(json);
   const auto cluster = config.find("cluster");
   if (cluster == config.end()) {
@@ -172,16 +177,16 @@ inline TfConfig TfConfig::parse(std::string_view json) {
   return out;
 }
 
-inline TaskFlags TaskFlags::parse(int argc, const char* const* argv, bool require_ps_job) {
+PSFLOW_DECL TaskFlags TaskFlags::parse(int argc, const char* const* argv, bool require_ps_job) {
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) args.emplace_back(argv[i] ? argv[i] : "");
   const char* env = std::getenv("TF_CONFIG");
   return parse(args, env ? std::optional<std::string_view>(env) : std::nullopt, require_ps_job);
 }
 
-inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
-                                  std::optional<std::string_view> tf_config, bool require_ps_job,
-                                  const SlurmEnvironment* slurm) {
+PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
+                                       std::optional<std::string_view> tf_config,
+                                       bool require_ps_job, const SlurmEnvironment* slurm) {
   static constexpr std::string_view kHostFlags[] = {"ps_hosts", "worker_hosts", "chief_hosts"};
   const std::string usage =
       "pass --ps_hosts=host:port,... --worker_hosts=host:port,... --job_name=<ps|worker> "
@@ -347,16 +352,18 @@ inline TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
   return out;
 }
 
-inline bool TaskFlags::is_chief() const {
+PSFLOW_DECL bool TaskFlags::is_chief() const {
   for (const char* chief_job : {"chief", "master"}) {
     if (cluster.has_job(chief_job)) return job_name == chief_job && task_index == 0;
   }
   return job_name == "worker" && task_index == 0;
 }
 
-inline std::string TaskFlags::device() const { return detail::task_name(job_name, task_index); }
+PSFLOW_DECL std::string TaskFlags::device() const {
+  return detail::task_name(job_name, task_index);
+}
 
-inline ServerOptions TaskFlags::server_options() const {
+PSFLOW_DECL ServerOptions TaskFlags::server_options() const {
   ServerOptions options;
   // Every IPv4 interface; every interface when the task's own address is an IPv6 literal ("::"
   // would fail where IPv6 is switched off, as in some containers).
@@ -381,5 +388,7 @@ inline ServerOptions TaskFlags::server_options() const {
   }
   return options;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow

@@ -25,6 +25,7 @@
 
 #include "psflow/core/error.hpp"
 #include "psflow/core/tensor.hpp"
+#include "psflow/distributed/wire_limits.hpp"
 #include "psflow/graph/graph_def.hpp"
 
 namespace psflow::wire {
@@ -48,13 +49,6 @@ enum class MessageType : std::uint16_t {
   ping,              // liveness / incarnation check
   heartbeat,         // one-way, empty: "still here" from a side that had nothing else to send
   last = heartbeat,
-};
-
-struct WireLimits {
-  std::uint64_t max_metadata_bytes = 256ull << 20;  // graph definitions can hold constants
-  std::uint64_t max_tensor_bytes = 16ull << 30;     // one tensor
-  std::uint64_t max_frame_bytes = 32ull << 30;      // all payloads of one frame
-  std::uint32_t max_tensors = 1u << 16;             // tensors in one frame
 };
 
 struct FrameHeader {

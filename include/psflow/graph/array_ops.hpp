@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
@@ -904,7 +905,7 @@ inline Grads tile_grad(const Operation& op, const Grads& g) {
   return {build_op("Sum", {blocks}, {{"axes", axes}, {"keep_dims", false}}, "", "Sum").output(0)};
 }
 
-inline const bool array_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool array_ops_registered = [] {
   auto& defs = OpRegistry::global();
   defs.add({.type = "Const", .infer = infer_const});
   defs.add({.type = "Placeholder", .infer = infer_placeholder});

@@ -5,13 +5,14 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
 
 namespace detail {
-inline const bool control_ops_registered =
+PSFLOW_REGISTERED_AT_STARTUP const bool control_ops_registered =
     OpRegistry::global().add(OpDef{.type = "NoOp"}) &&
     GradientRegistry::global().add_not_differentiable("NoOp");
 }  // namespace detail

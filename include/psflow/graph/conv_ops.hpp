@@ -27,6 +27,7 @@
 #include <variant>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
@@ -518,7 +519,7 @@ inline Grads bias_add_grad_grad(const Operation& op, const Grads& g) {
   return {ops::broadcast_to_shape_of(g[0], out_backprop, axes, false)};
 }
 
-inline const bool conv_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool conv_ops_registered = [] {
   auto& defs = OpRegistry::global();
   auto& grads = GradientRegistry::global();
   defs.add({.type = "Conv2D", .num_inputs = 2, .infer = infer_conv2d});

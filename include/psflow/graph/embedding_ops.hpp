@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
@@ -321,7 +322,7 @@ inline Grads dynamic_stitch_grad(const Operation& op, const Grads& g) {
   return out;
 }
 
-inline const bool embedding_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool embedding_ops_registered = [] {
   auto& defs = OpRegistry::global();
   defs.add({.type = "ShardIds", .num_inputs = 1, .infer = infer_shard_ids});
   defs.add({.type = "DynamicPartition", .num_inputs = 2, .infer = infer_dynamic_partition});

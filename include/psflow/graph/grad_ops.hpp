@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
 
@@ -76,7 +77,7 @@ inline std::vector<OutputSpec> broadcast_back_shape(const InferenceContext& ctx,
   return {OutputSpec{ctx.input_dtypes[0], like}};
 }
 
-inline const bool grad_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool grad_ops_registered = [] {
   auto& r = OpRegistry::global();
   for (const char* type : {"ZerosLike", "OnesLike"})
     r.add(OpDef{.type = type, .num_inputs = 1, .infer = [](const InferenceContext& ctx) {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/graph/graph.hpp"
 
@@ -29,6 +30,7 @@ using GradientFunction =
 class GradientRegistry {
  public:
   static GradientRegistry& global() {
+    detail::link_compiled_library();
     static GradientRegistry registry;
     return registry;
   }

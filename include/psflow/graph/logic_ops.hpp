@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
@@ -178,7 +179,7 @@ inline Grads cast_grad(const Operation& op, const Grads& g) {
   return {ops::cast(g[0], src)};
 }
 
-inline const bool logic_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool logic_ops_registered = [] {
   auto& defs = OpRegistry::global();
   auto& grads = GradientRegistry::global();
   for (const char* type : {"Equal", "NotEqual"})

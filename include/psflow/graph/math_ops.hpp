@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
@@ -299,7 +300,7 @@ inline Grads sin_grad(const Operation& op, const Grads& g) {
   return {ops::mul(g[0], ops::cos(op.input(0)))};
 }
 
-inline const bool floor_pow_cos_sin_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool floor_pow_cos_sin_registered = [] {
   auto& defs = OpRegistry::global();
   auto& grads = GradientRegistry::global();
   defs.add({.type = "Floor", .num_inputs = 1, .infer = infer_unary_floating});
@@ -516,7 +517,7 @@ inline Grads batch_matmul_grad(const Operation& op, const Grads& g) {
   return {ops::batch_matmul(y, d, true, true), ops::batch_matmul(d, x, true, true)};
 }
 
-inline const bool math_breadth_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool math_breadth_ops_registered = [] {
   auto& defs = OpRegistry::global();
   auto& grads = GradientRegistry::global();
   defs.add({.type = "Abs", .num_inputs = 1, .infer = infer_unary});
@@ -539,7 +540,7 @@ inline const bool math_breadth_ops_registered = [] {
   return true;
 }();
 
-inline const bool math_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool math_ops_registered = [] {
   auto& defs = OpRegistry::global();
   auto& grads = GradientRegistry::global();
   const std::pair<const char*, GradientFunction> binary[] = {{"Add", add_grad},

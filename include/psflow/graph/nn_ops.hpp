@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/op_builder.hpp"
@@ -30,7 +31,7 @@ inline Grads softmax_xent_grad(const Operation& op, const Grads& g) {
   return {ops::mul(ops::reshape(g[0], {-1, 1}), op.output(1)), Output{}};
 }
 
-inline const bool nn_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool nn_ops_registered = [] {
   // Inputs (logits, labels), both [batch, classes]; outputs loss [batch] and backprop
   // [batch, classes] = softmax(logits) - labels, which the gradient reuses.
   OpRegistry::global().add(OpDef{
@@ -119,7 +120,7 @@ inline Grads sigmoid_xent_grad(const Operation& op, const Grads& g) {
   return {ops::mul(g[0], ops::sub(ops::sigmoid(logits), labels)), ops::neg(ops::mul(g[0], logits))};
 }
 
-inline const bool sigmoid_xent_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool sigmoid_xent_registered = [] {
   OpRegistry::global().add(
       OpDef{.type = "SigmoidCrossEntropyWithLogits", .num_inputs = 2, .infer = infer_sigmoid_xent});
   GradientRegistry::global().add("SigmoidCrossEntropyWithLogits", sigmoid_xent_grad);
@@ -267,7 +268,7 @@ inline Grads l2_loss_grad(const Operation& op, const Grads& g) {
   return {ops::mul(op.input(0), g[0])};
 }
 
-inline const bool nn_breadth_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool nn_breadth_ops_registered = [] {
   auto& defs = OpRegistry::global();
   auto& grads = GradientRegistry::global();
   defs.add({.type = "Softmax", .num_inputs = 1, .infer = infer_softmax});

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/dtype.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/graph/attr_value.hpp"
@@ -69,6 +70,7 @@ struct OpDef {
 class OpRegistry {
  public:
   static OpRegistry& global() {
+    detail::link_compiled_library();
     static OpRegistry registry;
     return registry;
   }

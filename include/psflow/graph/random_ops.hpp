@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/math_ops.hpp"
@@ -19,7 +20,7 @@ namespace psflow {
 
 namespace detail {
 
-inline const bool random_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool random_ops_registered = [] {
   for (const char* type : {"RandomNormal", "RandomUniform"}) {
     OpRegistry::global().add(
         OpDef{.type = type, .stateful = true, .infer = [](const InferenceContext& ctx) {
@@ -149,7 +150,7 @@ inline Grads dropout_grad(const Operation& op, const Grads& g) {
   return {ops::mul(g[0], op.output(1)), Output{}};
 }
 
-inline const bool dropout_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool dropout_registered = [] {
   OpRegistry::global().add(
       OpDef{.type = "Dropout", .num_inputs = 2, .stateful = true, .infer = infer_dropout});
   GradientRegistry::global().add("Dropout", dropout_grad);

@@ -6,13 +6,14 @@
 
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
 
 namespace detail {
 
-inline const bool sendrecv_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool sendrecv_ops_registered = [] {
   auto& r = OpRegistry::global();
   r.add(OpDef{.type = "_Send", .num_inputs = 1, .stateful = true});
   r.add(OpDef{.type = "_Recv", .stateful = true, .infer = spec_from_dtype_shape_attrs});

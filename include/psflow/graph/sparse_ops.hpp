@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
@@ -241,7 +242,7 @@ inline Grads indexed_slices_to_dense_grad(const Operation& op, const Grads& g) {
   return {ops::gather(g[0], op.input(1)), Output(), Output()};
 }
 
-inline const bool sparse_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool sparse_ops_registered = [] {
   auto& defs = OpRegistry::global();
   defs.add({.type = "GatherV2", .num_inputs = 2, .infer = infer_gather});
   defs.add({.type = "ResourceGather", .num_inputs = 2, .ref_inputs = {0}, .infer = infer_gather});

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/op_builder.hpp"
 
@@ -29,7 +30,7 @@ inline std::vector<OutputSpec> assign_like(const InferenceContext& ctx, bool exa
   return {OutputSpec{ctx.input_dtypes[0], exact_shape ? var : value}};
 }
 
-inline const bool state_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool state_ops_registered = [] {
   auto& r = OpRegistry::global();
   r.add(OpDef{.type = "VariableV2", .stateful = true, .infer = [](const InferenceContext& ctx) {
                 auto specs = fill_like_shape(ctx);

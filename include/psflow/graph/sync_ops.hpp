@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/op_builder.hpp"
 #include "psflow/graph/sparse_ops.hpp"
 
@@ -25,7 +26,7 @@ inline void expect_int64_scalar(const InferenceContext& ctx, std::size_t i) {
     ctx.fail("needs an int64 scalar (a global step), got " + ctx.describe_input(i));
 }
 
-inline const bool sync_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool sync_ops_registered = [] {
   auto& r = OpRegistry::global();
   auto none = [](const InferenceContext&) { return std::vector<OutputSpec>{}; };
   auto int64_scalar = [](const InferenceContext&) {

@@ -71,6 +71,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
@@ -158,7 +159,7 @@ inline bool register_apply_op(const char* type, int num_inputs, ApplyOpLayout la
             }});
 }
 
-inline const bool training_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool training_ops_registered = [] {
   register_apply_op("ApplyGradientDescent", 3, {{0}, {2}, {1}, {}});
   register_apply_op("ApplyMomentum", 5, {{0, 1}, {3}, {2, 4}, {}});
   register_apply_op("ApplyAdagrad", 4, {{0, 1}, {3}, {2}, {}});

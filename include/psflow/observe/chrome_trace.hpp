@@ -16,39 +16,45 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/observe/explain.hpp"
 #include "psflow/runtime/step_stats.hpp"
 
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <fstream>
+#include <nlohmann/json.hpp>
+#endif
+
 namespace psflow::observe {
 
-// The trace as a JSON object {"traceEvents": [...], "displayTimeUnit": "ms"}.
+// The trace as a JSON object {"traceEvents": [...], "displayTimeUnit": "ms"} (include
+// <nlohmann/json.hpp> to use it).
 nlohmann::ordered_json chrome_trace_json(const RunMetadata& metadata);
 // The same as text, one event per line.
 std::string chrome_trace(const RunMetadata& metadata);
 // Writes chrome_trace(metadata) to `path` (replacing it).
 void write_chrome_trace(const RunMetadata& metadata, const std::string& path);
 
-// ---------------------------------------------------------------------------------------------
-
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
 // "ps0 (/job:ps/replica:0/task:0)" for a task name; other names as they are.
-inline std::string trace_process_name(const std::string& task) {
+PSFLOW_DECL std::string trace_process_name(const std::string& task) {
   if (task.rfind("/job:", 0) != 0) return task;
   return task_label(task) + " (" + task + ")";
 }
 
 // Sort key of a task: ps tasks first, then chief, then workers, then other jobs; by index.
-inline std::tuple<int, std::string, int> trace_process_order(const std::string& task) {
+PSFLOW_DECL std::tuple<int, std::string, int> trace_process_order(const std::string& task) {
   if (task.rfind("/job:", 0) != 0) return {4, task, 0};
   const DeviceSpec spec = DeviceSpec::parse(task);
   const std::string job = spec.job.value_or("");
@@ -67,7 +73,7 @@ struct Span {
 };
 
 // Splits `spans` into lanes where events nest or follow each other; returns the lane count.
-inline int assign_lanes(std::vector<Span*>& spans) {
+PSFLOW_DECL int assign_lanes(std::vector<Span*>& spans) {
   std::sort(spans.begin(), spans.end(), [](const Span* a, const Span* b) {
     return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->end_ns > b->end_ns;
   });
@@ -88,7 +94,7 @@ inline int assign_lanes(std::vector<Span*>& spans) {
 
 }  // namespace detail
 
-inline nlohmann::ordered_json chrome_trace_json(const RunMetadata& metadata) {
+PSFLOW_DECL nlohmann::ordered_json chrome_trace_json(const RunMetadata& metadata) {
   using nlohmann::ordered_json;
   using Span = detail::Span;
   // Every task, traced or only named by a transfer.
@@ -193,7 +199,8 @@ inline nlohmann::ordered_json chrome_trace_json(const RunMetadata& metadata) {
   std::vector<ordered_json> flows;
   for (std::size_t i = 0; i < order.size(); ++i) groups[{static_cast<int>(i) + 1, 0}];
   for (auto& [key, spans] : groups) {
-    const auto [pid, group] = key;
+    const int pid = key.first;  // plain variables (not a binding): the lambdas below capture them
+    const std::int64_t group = key.second;
     std::vector<Span*> refs;
     for (auto& s : spans) refs.push_back(&s);
     const int lanes = std::max(1, detail::assign_lanes(refs));
@@ -243,7 +250,7 @@ inline nlohmann::ordered_json chrome_trace_json(const RunMetadata& metadata) {
   return ordered_json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
 }
 
-inline std::string chrome_trace(const RunMetadata& metadata) {
+PSFLOW_DECL std::string chrome_trace(const RunMetadata& metadata) {
   const auto trace = chrome_trace_json(metadata);
   std::string out = "{\"traceEvents\": [\n";
   const auto& events = trace["traceEvents"];
@@ -253,7 +260,7 @@ inline std::string chrome_trace(const RunMetadata& metadata) {
   return out;
 }
 
-inline void write_chrome_trace(const RunMetadata& metadata, const std::string& path) {
+PSFLOW_DECL void write_chrome_trace(const RunMetadata& metadata, const std::string& path) {
   const std::string text = chrome_trace(metadata);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (out) out.write(text.data(), static_cast<std::streamsize>(text.size()));
@@ -261,5 +268,7 @@ inline void write_chrome_trace(const RunMetadata& metadata, const std::string& p
     throw NotFound("cannot write the trace to '" + path +
                    "': check that its directory exists and is writable");
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::observe

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/core/tensor.hpp"
 #include "psflow/graph/graph.hpp"
@@ -141,6 +142,7 @@ using KernelFactory = std::function<std::unique_ptr<OpKernel>(const OpKernelCons
 class KernelRegistry {
  public:
   static KernelRegistry& global() {
+    detail::link_compiled_library();
     static KernelRegistry registry;
     return registry;
   }

@@ -16,8 +16,12 @@
 #include <string_view>
 #include <vector>
 
-#include "psflow/runtime/local_session.hpp"
+#include "psflow/core/compilation.hpp"
 #include "psflow/runtime/session_impl.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include "psflow/runtime/local_session.hpp"
+#endif
 
 namespace psflow {
 
@@ -66,12 +70,13 @@ class Session {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Definitions
+// Definitions, compiled where psflow's implementation is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 
-inline Session::Session(Graph& graph, SessionOptions options)
+PSFLOW_DECL Session::Session(Graph& graph, SessionOptions options)
     : graph_(&graph), impl_(std::make_unique<detail::LocalSession>(graph, options)) {}
 
-inline Session::Session(Graph& graph, std::string_view target, SessionOptions options)
+PSFLOW_DECL Session::Session(Graph& graph, std::string_view target, SessionOptions options)
     : graph_(&graph) {
   if (target.empty() || target == "local") {
     impl_ = std::make_unique<detail::LocalSession>(graph, options);
@@ -90,46 +95,50 @@ inline Session::Session(Graph& graph, std::string_view target, SessionOptions op
   impl_ = factory(graph, target, options);
 }
 
-inline Session::~Session() {
+PSFLOW_DECL Session::~Session() {
   if (impl_) impl_->close();
 }
 
-inline std::vector<Tensor> Session::run(const std::vector<Output>& fetches, const FeedMap& feeds,
-                                        const std::vector<Operation>& targets) {
+PSFLOW_DECL std::vector<Tensor> Session::run(const std::vector<Output>& fetches,
+                                             const FeedMap& feeds,
+                                             const std::vector<Operation>& targets) {
   return impl().run(fetches, feeds, targets);
 }
 
-inline void Session::run(const Operation& target, const FeedMap& feeds) {
+PSFLOW_DECL void Session::run(const Operation& target, const FeedMap& feeds) {
   impl().run({}, feeds, {target});
 }
 
-inline std::vector<Tensor> Session::run(const RunOptions& options,
-                                        const std::vector<Output>& fetches, const FeedMap& feeds,
-                                        const std::vector<Operation>& targets,
-                                        RunMetadata* metadata) {
+PSFLOW_DECL std::vector<Tensor> Session::run(const RunOptions& options,
+                                             const std::vector<Output>& fetches,
+                                             const FeedMap& feeds,
+                                             const std::vector<Operation>& targets,
+                                             RunMetadata* metadata) {
   if (options.trace && !metadata)
     throw InvalidArgument(
         "Session::run: RunOptions.trace is set but no RunMetadata was given to fill: pass one");
   return impl().run(fetches, feeds, targets, options, metadata);
 }
 
-inline void Session::close() {
+PSFLOW_DECL void Session::close() {
   if (impl_) {
     impl_->close();
     impl_.reset();
   }
 }
 
-inline std::optional<PartitionPlan> Session::describe(const std::vector<Output>& fetches,
-                                                      const FeedMap& feeds,
-                                                      const std::vector<Operation>& targets) {
+PSFLOW_DECL std::optional<PartitionPlan> Session::describe(const std::vector<Output>& fetches,
+                                                           const FeedMap& feeds,
+                                                           const std::vector<Operation>& targets) {
   return impl().describe(fetches, feeds, targets);
 }
 
-inline detail::SessionImpl& Session::impl() {
+PSFLOW_DECL detail::SessionImpl& Session::impl() {
   if (!impl_)
     throw FailedPrecondition("this Session has been closed: create a new Session to run the graph");
   return *impl_;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow

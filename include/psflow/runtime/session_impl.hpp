@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/graph.hpp"
 #include "psflow/runtime/partition.hpp"
 #include "psflow/runtime/step_stats.hpp"
@@ -58,6 +59,7 @@ using SessionFactory = std::function<std::unique_ptr<SessionImpl>(Graph&, std::s
                                                                   const SessionOptions&)>;
 
 inline std::map<std::string, SessionFactory>& session_factories() {
+  detail::link_compiled_library();
   static std::map<std::string, SessionFactory> factories;
   return factories;
 }

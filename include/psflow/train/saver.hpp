@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/device_spec.hpp"
 #include "psflow/core/log.hpp"
 #include "psflow/graph/array_ops.hpp"
@@ -60,8 +61,10 @@
 #include "psflow/graph/graph.hpp"
 #include "psflow/graph/state_ops.hpp"
 #include "psflow/graph/variable.hpp"
+#if PSFLOW_COMPILES_IMPLEMENTATION  // the kernels these graphs run (registered at start-up)
 #include "psflow/runtime/kernels/array_kernels.hpp"  // Identity (reads), NoOp, Placeholder feeds
 #include "psflow/runtime/kernels/state_kernels.hpp"  // Assign
+#endif
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 #include "psflow/train/sharded_checkpoint.hpp"

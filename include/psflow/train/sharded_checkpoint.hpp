@@ -46,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/core/tensor.hpp"
 #include "psflow/graph/graph.hpp"
@@ -266,7 +267,7 @@ inline std::vector<OutputSpec> shard_op_outputs(const InferenceContext&) {
   return {OutputSpec{DType::int64, PartialShape::scalar()}};
 }
 
-inline const bool sharded_checkpoint_ops_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool sharded_checkpoint_ops_registered = [] {
   auto& r = OpRegistry::global();
   for (const char* type : {"SaveShard", "CheckShard", "RestoreShard"})
     r.add(OpDef{.type = type, .num_inputs = -1, .stateful = true, .infer = shard_op_outputs});
@@ -439,7 +440,7 @@ class RestoreShardKernel : public ShardKernelBase {
   }
 };
 
-inline const bool sharded_checkpoint_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool sharded_checkpoint_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<SaveShardKernel>("SaveShard");
   r.add<CheckShardKernel>("CheckShard");

@@ -28,10 +28,13 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/log.hpp"
 #include "psflow/graph/state_ops.hpp"
 #include "psflow/graph/variable.hpp"
+#if PSFLOW_COMPILES_IMPLEMENTATION  // the kernels these graphs run (registered at start-up)
 #include "psflow/runtime/kernels/state_kernels.hpp"
+#endif
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/saver.hpp"
 

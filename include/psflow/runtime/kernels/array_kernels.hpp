@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/runtime/elementwise_kernel.hpp"
 #include "psflow/runtime/kernel.hpp"
@@ -674,7 +675,7 @@ class OneHotKernel : public OpKernel {
   DType dtype_;
 };
 
-inline const bool array_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool array_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<ConstKernel>("Const");
   r.add<PlaceholderKernel>("Placeholder");

@@ -1,6 +1,7 @@
 // Kernel of NoOp (graph/control_ops.hpp): nothing to compute; it exists for its control inputs.
 #pragma once
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/control_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
@@ -15,7 +16,8 @@ class NoOpKernel : public OpKernel {
   bool is_expensive() const override { return false; }
 };
 
-inline const bool control_kernels_registered = KernelRegistry::global().add<NoOpKernel>("NoOp");
+PSFLOW_REGISTERED_AT_STARTUP const bool control_kernels_registered =
+    KernelRegistry::global().add<NoOpKernel>("NoOp");
 
 }  // namespace detail
 

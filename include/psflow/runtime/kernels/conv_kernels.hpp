@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/conv_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/kernels/blas.hpp"
@@ -636,7 +637,7 @@ class BiasAddGradKernel : public OpKernel {
   bool is_expensive() const override { return true; }
 };
 
-inline const bool conv_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool conv_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<Conv2DKernel>("Conv2D");
   r.add<Conv2DBackpropInputKernel>("Conv2DBackpropInput");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/embedding_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/kernels/sparse_kernels.hpp"
@@ -241,14 +242,15 @@ class SparseSegmentKernel : public OpKernel {
   std::string what_;
 };
 
-inline const bool embedding_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool embedding_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<ShardIdsKernel>("ShardIds");
   r.add<DynamicPartitionKernel>("DynamicPartition");
   r.add<DynamicStitchKernel>("DynamicStitch");
   const std::pair<const char*, Combiner> combiners[] = {
       {"Sum", Combiner::sum}, {"Mean", Combiner::mean}, {"SqrtN", Combiner::sqrtn}};
-  for (auto [suffix, combiner] : combiners) {
+  for (const auto& [suffix, combiner_of_suffix] : combiners) {
+    const Combiner combiner = combiner_of_suffix;  // a plain variable: lambdas capture it
     r.add(std::string("SparseSegment") + suffix, [combiner](const OpKernelConstruction& c) {
       return std::make_unique<SparseSegmentKernel<false>>(c, combiner);
     });

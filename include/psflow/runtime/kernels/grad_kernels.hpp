@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/runtime/elementwise_kernel.hpp"
 #include "psflow/runtime/kernel.hpp"
@@ -246,7 +247,7 @@ class SelectGradKernel : public OpKernel {
   }
 };
 
-inline const bool grad_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool grad_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<FillLikeKernel<0>>("ZerosLike");
   r.add<FillLikeKernel<1>>("OnesLike");

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/logic_ops.hpp"
 #include "psflow/runtime/elementwise_kernel.hpp"
 #include "psflow/runtime/kernel.hpp"
@@ -199,7 +200,7 @@ class CastKernel : public OpKernel {
   DType dst_;
 };
 
-inline const bool logic_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool logic_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<CompareKernel<EqualOp, 0>>("Equal");
   r.add<CompareKernel<NotEqualOp, 0>>("NotEqual");

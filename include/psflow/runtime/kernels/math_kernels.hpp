@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/runtime/elementwise_kernel.hpp"
 #include "psflow/runtime/kernel.hpp"
@@ -183,7 +184,7 @@ class PowKernel : public OpKernel {
   bool is_expensive() const override { return false; }
 };
 
-inline const bool floor_pow_cos_sin_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool floor_pow_cos_sin_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<UnaryKernel<FloorOp, true>>("Floor");
   r.add<PowKernel>("Pow");
@@ -660,7 +661,7 @@ class BatchMatMulKernel : public OpKernel {
   bool adj_x_, adj_y_;
 };
 
-inline const bool math_breadth_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool math_breadth_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<UnaryKernel<AbsOp, false>>("Abs");
   r.add<UnaryKernel<SignOp, false>>("Sign");
@@ -675,7 +676,7 @@ inline const bool math_breadth_kernels_registered = [] {
   return true;
 }();
 
-inline const bool math_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool math_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<BinaryKernel<AddOp>>("Add");
   r.add<BinaryKernel<SubOp>>("Sub");

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/nn_ops.hpp"
 #include "psflow/runtime/elementwise_kernel.hpp"
 #include "psflow/runtime/kernel.hpp"
@@ -83,9 +84,9 @@ class SigmoidCrossEntropyKernel : public OpKernel {
   }
 };
 
-inline const bool nn_kernels_registered =
+PSFLOW_REGISTERED_AT_STARTUP const bool nn_kernels_registered =
     KernelRegistry::global().add<SoftmaxCrossEntropyKernel>("SoftmaxCrossEntropyWithLogits");
-inline const bool sigmoid_xent_kernel_registered =
+PSFLOW_REGISTERED_AT_STARTUP const bool sigmoid_xent_kernel_registered =
     KernelRegistry::global().add<SigmoidCrossEntropyKernel>("SigmoidCrossEntropyWithLogits");
 
 // --- Model-building breadth: softmax, log_softmax, sparse softmax cross-entropy, softplus, elu,
@@ -230,7 +231,7 @@ class L2LossKernel : public OpKernel {
   }
 };
 
-inline const bool nn_breadth_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool nn_breadth_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<SoftmaxKernel<false>>("Softmax");
   r.add<SoftmaxKernel<true>>("LogSoftmax");

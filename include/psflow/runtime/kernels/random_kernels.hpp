@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/random_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
@@ -171,7 +172,7 @@ class DropoutKernel : public OpKernel {
   std::atomic<std::uint64_t> runs_{0};
 };
 
-inline const bool random_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool random_kernels_registered = [] {
   KernelRegistry::global().add<RandomKernel<true>>("RandomNormal");
   KernelRegistry::global().add<RandomKernel<false>>("RandomUniform");
   KernelRegistry::global().add<DropoutKernel>("Dropout");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/sendrecv_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/rendezvous.hpp"
@@ -72,7 +73,7 @@ class FeedKernel : public OpKernel {
   }
 };
 
-inline const bool sendrecv_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool sendrecv_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<SendKernel>("_Send");
   r.add<RecvKernel>("_Recv");

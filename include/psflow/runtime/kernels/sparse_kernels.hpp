@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/sparse_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
@@ -259,7 +260,7 @@ class UniqueKernel : public OpKernel {
   }
 };
 
-inline const bool sparse_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool sparse_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<GatherKernel>("GatherV2");
   r.add<ResourceGatherKernel>("ResourceGather");

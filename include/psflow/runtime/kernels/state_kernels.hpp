@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/state_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
@@ -75,7 +76,7 @@ class IsVariableInitializedKernel : public OpKernel {
   bool is_expensive() const override { return false; }
 };
 
-inline const bool state_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool state_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<VariableKernel>("VariableV2");
   r.add<AssignKernel>("Assign");

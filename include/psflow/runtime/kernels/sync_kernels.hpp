@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/sync_ops.hpp"
 #include "psflow/runtime/cancellation.hpp"
 #include "psflow/runtime/deadline_timer.hpp"
@@ -310,7 +311,7 @@ class QueueSizeKernel : public OpKernel {
   std::shared_ptr<TokenQueue> queue_;
 };
 
-inline const bool sync_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool sync_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<AccumulatorApplyKernel>("AccumulatorApplyGradient");
   r.add<AccumulatorTakeKernel>("AccumulatorTakeGradient");

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/training_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/kernels/sparse_kernels.hpp"
@@ -699,7 +700,7 @@ class SparseApplyAdadeltaKernel : public OpKernel {
   }
 };
 
-inline const bool training_kernels_registered = [] {
+PSFLOW_REGISTERED_AT_STARTUP const bool training_kernels_registered = [] {
   auto& r = KernelRegistry::global();
   r.add<ApplyGradientDescentKernel>("ApplyGradientDescent");
   r.add<ApplyMomentumKernel>("ApplyMomentum");
