@@ -63,7 +63,7 @@ struct Pair {
         ClusterSpec({{"ps", {"127.0.0.1:" + ps_port}}, {"worker", {"127.0.0.1:0"}}}), "worker", 0,
         options);
     for (auto bytes : kSizes) {
-      const auto n = static_cast<std::int64_t>(bytes / 4);
+      const std::size_t n = bytes / 4;
       Variable var;
       {
         auto on_ps = graph.device("/job:ps/task:0");
@@ -71,7 +71,8 @@ struct Pair {
       }
       {
         auto on_worker = graph.device("/job:worker/task:0");
-        grads.push_back(ops::placeholder(graph, DType::float32, {n}, "grad_" + size_label(bytes)));
+        grads.push_back(ops::placeholder(graph, DType::float32, {static_cast<std::int64_t>(n)},
+                                         "grad_" + size_label(bytes)));
       }
       auto with_var = graph.colocate_with(var.op());
       updates.push_back(var.assign_add(grads.back()));

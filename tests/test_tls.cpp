@@ -126,7 +126,7 @@ Outcome connect_outcome(Server& server, const std::string& task) {
 struct PushPull {
   Graph g;
   Output grad, update;
-  explicit PushPull(std::int64_t n) {
+  explicit PushPull(std::size_t n) {
     Variable v;
     {
       auto on_ps = g.device("/job:ps/task:0");
@@ -134,7 +134,7 @@ struct PushPull {
     }
     {
       auto on_worker = g.device("/job:worker/task:0");
-      grad = ops::placeholder(g, DType::float32, {n}, "grad");
+      grad = ops::placeholder(g, DType::float32, {static_cast<std::int64_t>(n)}, "grad");
     }
     auto with_v = g.colocate_with(v.op());
     update = v.assign_add(grad);
@@ -149,7 +149,7 @@ TEST_CASE("two tasks with mutual TLS push and pull tensors through a distributed
   Server worker(cluster, "worker", 0, tls("worker"));
   CHECK(worker.connect(kPs)->uses_tls());
 
-  const std::int64_t n = 300000;  // 1.2 MB each way: many TLS records
+  const std::size_t n = 300000;  // 1.2 MB each way: many TLS records
   PushPull model(n);
   Session session(model.g, worker.target());
   session.run(global_variables_initializer(model.g));

@@ -11,6 +11,7 @@
 // users.
 #pragma once
 
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -112,14 +113,17 @@ inline std::shared_ptr<asio::ssl::context> make_tls_context(const ServerOptions&
   context->use_certificate_chain_file(options.tls_cert_file, ec);
   if (ec)
     fail("certificate", options.tls_cert_file, "give the task's PEM certificate (--tls_cert)");
-  context->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec);
-  if (ec) fail("key", options.tls_key_file, "give the task's unencrypted PEM key (--tls_key)");
-  if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
+  auto mismatch = [&] {
     std::string message = "the TLS key file '" + options.tls_key_file;
     message += "' does not belong to the certificate '" + options.tls_cert_file;
     message += "': give the key the certificate was made for (--tls_key, --tls_cert)";
     throw InvalidArgument(message);
-  }
+  };
+  context->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec);
+  if (ec && ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == X509_R_KEY_VALUES_MISMATCH)
+    mismatch();
+  if (ec) fail("key", options.tls_key_file, "give the task's unencrypted PEM key (--tls_key)");
+  if (SSL_CTX_check_private_key(context->native_handle()) != 1) mismatch();
   context->load_verify_file(options.tls_ca_file, ec);
   if (ec) fail("CA", options.tls_ca_file, "give the cluster CA's PEM certificate (--tls_ca)");
   context->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
@@ -155,8 +159,8 @@ inline Status failure(TlsStream& stream, AuthRole role, const std::string& peer,
       reason += X509_verify_cert_error_string(verify);
       reason += ")";
     }
-    std::string message = server ? "TLS handshake failed: " : "TLS handshake with " + peer;
-    if (!server) message += " failed";
+    std::string message = server ? "TLS handshake" : "TLS handshake with " + peer;
+    message += " failed";
     message += ": " + reason + ": " + advice();
     return Status(ErrorCode::unauthenticated, message);
   }
