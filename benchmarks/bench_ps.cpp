@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
     psflow::ServerOptions options;
     options.log = false;
     options.checkpoint_dir = flags.checkpoint_dir;  // bench_checkpoint: its own shard directory
+    options.tls_cert_file = flags.tls_cert;         // bench_tls: --tls_cert, --tls_key, --tls_ca
+    options.tls_key_file = flags.tls_key;
+    options.tls_ca_file = flags.tls_ca;
     psflow::Server server(flags.cluster, flags.job_name, flags.task_index, options);
     const std::string target = server.target();
     std::printf("PORT %s\n", target.substr(target.rfind(':') + 1).c_str());

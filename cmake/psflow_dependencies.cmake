@@ -18,6 +18,6 @@ else()
 endif()
 find_package(nlohmann_json REQUIRED)
 find_package(ZLIB REQUIRED)
-# libcrypto (libssl-dev): HMAC-SHA256 and random nonces of the cluster handshake
-# (distributed/cluster_auth.hpp).
-find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+# libcrypto and libssl (libssl-dev): HMAC-SHA256 and random nonces of the cluster handshake
+# (distributed/cluster_auth.hpp), and the optional mutual TLS between tasks (distributed/tls.hpp).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto SSL)

@@ -16,7 +16,9 @@ packages=(
   protobuf-compiler python3-protobuf               # tests/tools/read_events.py: event files
   python3-yaml                                     # tests/tools/check_deploy.py: deploy/kubernetes
   iproute2                                         # ip: test_multi_host's network namespaces
-  libssl-dev                                       # libcrypto: the cluster secret's HMAC handshake
+  libssl-dev                                       # libcrypto, libssl: the cluster secret's HMAC
+                                                   # handshake, mutual TLS between tasks
+  openssl                                          # test_tls makes its certificates with it
   clang-14 libclang-rt-14-dev                      # fuzz/run.sh: libFuzzer with ASan+UBSan
 )
 

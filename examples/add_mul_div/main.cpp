@@ -46,6 +46,9 @@ Flags (defaults in parentheses):
   --secret_file                  a file with the cluster secret: only tasks that know it get in
                                  (default: the environment variable PSFLOW_CLUSTER_SECRET; see
                                  docs/security.md)
+  --tls_cert --tls_key --tls_ca  this task's certificate, its key and the cluster's CA (PEM
+                                 files): mutual TLS between the tasks (all three; see
+                                 docs/security.md)
   --heartbeat_timeout_s (10)     a peer silent this long is declared dead (0: never)
   --explain, --explain=words     the worker prints where each op runs and what crosses processes;
                                  the ps logs what it does each step

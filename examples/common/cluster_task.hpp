@@ -103,6 +103,9 @@ Flags of every task (defaults in parentheses):
   --bind_all                     listen on every interface, not only on this task's address
   --secret_file                  a file with the cluster secret: only tasks that know it get in
                                  (default: the environment variable PSFLOW_CLUSTER_SECRET)
+  --tls_cert --tls_key --tls_ca  this task's certificate, its key and the cluster's CA (PEM
+                                 files): mutual TLS between the tasks (all three; see
+                                 docs/security.md)
   --heartbeat_timeout_s (10)     a peer silent this long is declared dead (0: never)
   --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
   --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish

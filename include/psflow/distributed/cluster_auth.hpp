@@ -28,6 +28,7 @@
 
 #include <array>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +36,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "psflow/core/error.hpp"
@@ -54,17 +56,20 @@ AuthBytes auth_proof(std::string_view secret, AuthRole role, const AuthBytes& se
 // Constant-time comparison.
 bool same_proof(const AuthBytes& a, const AuthBytes& b);
 
-// Runs the handshake on the connected `socket` as `role`; `peer` names the other end in
+// Runs the handshake on the connected `socket` (a TCP socket, or a TLS stream over one once its
+// own handshake passed: tls.hpp) as `role`; `peer` names the other end in
 // messages ("client 127.0.0.1:47734", "/job:ps/replica:0/task:0 at h0:2222"). `done` runs once,
 // on the socket's executor, with:
 //   OK               the peer is a member (or neither side has a secret): frames may flow;
-//   Unauthenticated  refused, either way: a secret on one side only, or different secrets;
+//   Unauthenticated  refused, either way: a secret on one side only, or different secrets (or,
+//                    over TLS, the peer refused this task's certificate);
 //   Unavailable      the connection failed, the peer does not speak this handshake, or the
 //                    handshake took longer than `timeout` (worth another try);
 //   Aborted          the peer closed the connection before sending a byte (a port probe).
 // The socket is closed on failure. The caller keeps `socket` alive (done holds it, usually).
-void authenticate(std::shared_ptr<boost::asio::ip::tcp::socket> socket, AuthRole role,
-                  std::string secret, std::chrono::milliseconds timeout, std::string peer,
+template <class Stream>
+void authenticate(std::shared_ptr<Stream> socket, AuthRole role, std::string secret,
+                  std::chrono::milliseconds timeout, std::string peer,
                   std::function<void(Status)> done);
 
 // The accepting side, as Server uses it: `admit` gets the socket (and `description`) once the
@@ -104,12 +109,11 @@ inline bool same_proof(const AuthBytes& a, const AuthBytes& b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
+template <class Stream>
+class AuthHandshake : public std::enable_shared_from_this<AuthHandshake<Stream>> {
  public:
-  using tcp = boost::asio::ip::tcp;
-
-  AuthHandshake(std::shared_ptr<tcp::socket> socket, AuthRole role, std::string secret,
-                std::string peer, std::function<void(Status)> done)
+  AuthHandshake(std::shared_ptr<Stream> socket, AuthRole role, std::string secret, std::string peer,
+                std::function<void(Status)> done)
       : socket_(std::move(socket)),
         strand_(boost::asio::make_strand(socket_->get_executor())),
         timer_(strand_),
@@ -119,17 +123,18 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
         done_(std::move(done)) {}
 
   void start(std::chrono::milliseconds timeout) {
-    boost::asio::dispatch(strand_, [self = shared_from_this(), timeout] {
+    boost::asio::dispatch(strand_, [self = this->shared_from_this(), timeout] {
       self->timer_.expires_after(timeout);
       self->timer_.async_wait([self, timeout](const boost::system::error_code& ec) {
         if (ec || self->finished_) return;
         char seconds[32];
         std::snprintf(seconds, sizeof seconds, "%.1f s",
                       std::chrono::duration<double>(timeout).count());
-        self->finish(Status(ErrorCode::unavailable,
-                            self->role_ == AuthRole::server
-                                ? std::string("no handshake within ") + seconds
-                                : "no handshake from " + self->peer_ + " within " + seconds));
+        self->finish(Status(
+            ErrorCode::unavailable,
+            self->role_ == AuthRole::server
+                ? std::string("no handshake within ") + seconds
+                : "no handshake from " + self->peer_ + " within " + seconds + self->plain_hint()));
       });
       try {
         if (self->role_ == AuthRole::server)
@@ -155,6 +160,17 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
            "PSFLOW_CLUSTER_SECRET or --secret_file; see docs/security.md)";
   }
 
+  // A task with TLS on waits, silent, for a TLS handshake that a plain client never starts.
+  std::string plain_hint() const {
+    if (role_ == AuthRole::server || !std::is_same_v<Stream, boost::asio::ip::tcp::socket>)
+      return "";
+    return " (if that task uses TLS, this one needs --tls_cert, --tls_key and --tls_ca too)";
+  }
+  static std::string tls_advice() {
+    return "give every task a certificate signed by the cluster's CA (--tls_cert, --tls_key, "
+           "--tls_ca; see docs/security.md)";
+  }
+
   void put_head(unsigned char flag) {
     std::memcpy(out_.data(), "PSFA", 4);
     out_[4] = kVersion;
@@ -176,7 +192,7 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
   void write(std::size_t n, Step then) {
     boost::asio::async_write(
         *socket_, boost::asio::buffer(out_.data(), n),
-        boost::asio::bind_executor(strand_, [self = shared_from_this(), then](
+        boost::asio::bind_executor(strand_, [self = this->shared_from_this(), then](
                                                 const boost::system::error_code& ec, std::size_t) {
           if (self->finished_) return;
           if (ec) return self->io_failed(ec, !self->received_);
@@ -187,7 +203,7 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
   void read(std::size_t n, Step then) {
     boost::asio::async_read(*socket_, boost::asio::buffer(in_.data(), n),
                             boost::asio::bind_executor(
-                                strand_, [self = shared_from_this(), then](
+                                strand_, [self = this->shared_from_this(), then](
                                              const boost::system::error_code& ec, std::size_t got) {
                                   if (self->finished_) return;
                                   if (ec) return self->io_failed(ec, got == 0 && !self->received_);
@@ -204,12 +220,20 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
   }
   // `nothing_read`: the peer never sent a byte.
   void io_failed(const boost::system::error_code& ec, bool nothing_read) {
-    const bool closed = ec == boost::asio::error::eof ||
-                        ec == boost::asio::error::connection_reset ||
-                        ec == boost::asio::error::broken_pipe;
+    // Over TLS 1.3 a client learns that its certificate was refused only here, from the alert
+    // that answers its first read: a refusal, final like a wrong secret.
+    if (ec.category() == boost::asio::error::get_ssl_category())
+      return finish(Status(ErrorCode::unauthenticated,
+                           (role_ == AuthRole::server ? std::string("TLS failed: ")
+                                                      : peer_ + " refused this task over TLS: ") +
+                               ec.message() + ": " + tls_advice()));
+    const bool closed =
+        ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset ||
+        ec == boost::asio::error::broken_pipe || ec == boost::asio::ssl::error::stream_truncated;
     if (role_ == AuthRole::server && closed && nothing_read)
       return finish(Status(ErrorCode::aborted, "closed the connection before the handshake"));
-    const std::string what = closed ? "was closed by the peer" : "failed (" + ec.message() + ")";
+    std::string what = closed ? "was closed by the peer" : "failed (" + ec.message() + ")";
+    if (closed && nothing_read) what += plain_hint();
     finish(Status(
         ErrorCode::unavailable,
         (role_ == AuthRole::server ? "the connection " : "the connection to " + peer_ + " ") +
@@ -307,15 +331,15 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
     timer_.cancel();
     if (!status.ok()) {
       boost::system::error_code ignored;
-      socket_->shutdown(tcp::socket::shutdown_both, ignored);
-      socket_->close(ignored);
+      socket_->lowest_layer().shutdown(boost::asio::socket_base::shutdown_both, ignored);
+      socket_->lowest_layer().close(ignored);
     }
     auto done = std::move(done_);
     done_ = nullptr;
     done(std::move(status));
   }
 
-  std::shared_ptr<tcp::socket> socket_;
+  std::shared_ptr<Stream> socket_;
   boost::asio::strand<boost::asio::any_io_executor> strand_;
   boost::asio::steady_timer timer_;
   const AuthRole role_;
@@ -330,11 +354,12 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake> {
   bool received_ = false;  // a read completed: the peer said something
 };
 
-inline void authenticate(std::shared_ptr<boost::asio::ip::tcp::socket> socket, AuthRole role,
-                         std::string secret, std::chrono::milliseconds timeout, std::string peer,
-                         std::function<void(Status)> done) {
-  std::make_shared<AuthHandshake>(std::move(socket), role, std::move(secret), std::move(peer),
-                                  std::move(done))
+template <class Stream>
+void authenticate(std::shared_ptr<Stream> socket, AuthRole role, std::string secret,
+                  std::chrono::milliseconds timeout, std::string peer,
+                  std::function<void(Status)> done) {
+  std::make_shared<AuthHandshake<Stream>>(std::move(socket), role, std::move(secret),
+                                          std::move(peer), std::move(done))
       ->start(timeout);
 }
 

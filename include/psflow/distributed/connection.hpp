@@ -17,6 +17,11 @@
 // that comes late because this process itself stalled restarts the count from that tick, so
 // the stall is not held against the peer.
 //
+// Over TLS (tls.hpp) the same frames go through an asio::ssl::stream instead of the plain
+// socket: OpenSSL's state is not thread-safe, so every write then goes through the I/O thread
+// (async_write on the strand), small pieces gathered into one record. The plain socket keeps
+// its direct sendmsg path.
+//
 // Thread-safe: send(), call() and close() may be called from any thread. Handlers run on the
 // connection's strand (the I/O thread).
 #pragma once
@@ -28,6 +33,7 @@
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -48,6 +54,9 @@ namespace psflow {
 
 namespace asio = boost::asio;
 
+// A connection's byte stream when TLS is on: TLS over a TCP socket.
+using TlsStream = asio::ssl::stream<asio::ip::tcp::socket>;
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   using Clock = std::chrono::steady_clock;
@@ -59,6 +68,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // `heartbeat_timeout`: how long the peer may stay silent before it is declared dead (zero:
   // never; no heartbeats are sent either).
   Connection(asio::ip::tcp::socket socket, wire::WireLimits limits, std::string description,
+             std::chrono::milliseconds heartbeat_timeout = {});
+  // The same over TLS: `tls` has passed its handshake (tls.hpp).
+  Connection(std::shared_ptr<TlsStream> tls, wire::WireLimits limits, std::string description,
              std::chrono::milliseconds heartbeat_timeout = {});
 
   // Starts reading; `on_frame` gets every frame that is not a reply to one of our requests,
@@ -99,6 +111,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close(const Status& reason);
 
   bool is_open() const;
+  bool uses_tls() const noexcept { return tls_ != nullptr; }
   const std::string& description() const noexcept { return description_; }
 
   // The task at the other end once it said hello ("" before).
@@ -134,6 +147,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The end of a HeldWrites scope: write what it held, from this thread if the socket takes it.
   void write_held();
 
+  // The TCP socket under the frames (the plain one, or the one under TLS).
+  asio::ip::tcp::socket& tcp_socket() noexcept { return tls_ ? tls_->next_layer() : socket_; }
+  // Calls f(stream) with the stream that carries the frames: the TLS stream, or the socket.
+  template <class F>
+  void on_stream(F&& f) {
+    if (tls_)
+      f(*tls_);
+    else
+      f(socket_);
+  }
+  // TLS writes one record per buffer: gathers the small pieces of `buffers` into tls_staging_
+  // (strand only; one write at a time) so that a small frame leaves as one record.
+  std::vector<asio::const_buffer> gather_for_tls(const std::vector<asio::const_buffer>& buffers);
+
   std::size_t buffered() const noexcept { return inbox_end_ - inbox_start_; }
   // Reads whatever the socket has (up to the inbox's room), then parses it.
   void read_more(std::size_t frame_start_bytes);
@@ -159,7 +186,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes at once (strand); `log` says why on standard error.
   void close_now(const Status& reason, bool log = false);
 
-  asio::ip::tcp::socket socket_;
+  asio::ip::tcp::socket socket_;    // plain TCP; unused (never opened) with TLS
+  std::shared_ptr<TlsStream> tls_;  // null for plain TCP
+  std::vector<char> tls_staging_;
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;
   const wire::WireLimits limits_;
@@ -205,6 +234,15 @@ inline Connection::Connection(asio::ip::tcp::socket socket, wire::WireLimits lim
       last_sent_(Clock::now().time_since_epoch().count()) {
   boost::system::error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+}
+
+inline Connection::Connection(std::shared_ptr<TlsStream> tls, wire::WireLimits limits,
+                              std::string description, std::chrono::milliseconds heartbeat_timeout)
+    : Connection(asio::ip::tcp::socket(tls->get_executor()), limits, std::move(description),
+                 heartbeat_timeout) {
+  tls_ = std::move(tls);
+  boost::system::error_code ignored;
+  tls_->next_layer().set_option(asio::ip::tcp::no_delay(true), ignored);
 }
 
 inline void Connection::start(FrameHandler on_frame, CloseHandler on_close) {
@@ -329,24 +367,55 @@ inline void Connection::write_queued() {
       buffers.emplace_back(data, size);
       return true;
     });
-  asio::async_write(
-      socket_, buffers,
-      // Each piece that leaves counts as activity: a slow big frame is not silence.
-      [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-        if (n > 0) self->note_sent();
-        return asio::transfer_all()(ec, n);
-      },
-      asio::bind_executor(strand_, [self = shared_from_this(), batch = std::move(batch)](
-                                       const boost::system::error_code& ec, std::size_t) {
-        if (ec) {
-          self->close_now(Status(ErrorCode::unavailable, "write failed: " + ec.message()));
-          return;
-        }
-        self->write_queued();
-      }));
+  if (tls_) buffers = gather_for_tls(buffers);
+  on_stream([&](auto& stream) {
+    asio::async_write(
+        stream, buffers,
+        // Each piece that leaves counts as activity: a slow big frame is not silence.
+        [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+          if (n > 0) self->note_sent();
+          return asio::transfer_all()(ec, n);
+        },
+        asio::bind_executor(strand_, [self = shared_from_this(), batch = std::move(batch)](
+                                         const boost::system::error_code& ec, std::size_t) {
+          if (ec) {
+            self->close_now(Status(ErrorCode::unavailable, "write failed: " + ec.message()));
+            return;
+          }
+          self->write_queued();
+        }));
+  });
+}
+
+inline std::vector<asio::const_buffer> Connection::gather_for_tls(
+    const std::vector<asio::const_buffer>& buffers) {
+  constexpr std::size_t kSmall = 16 * 1024;  // one TLS record's worth
+  std::size_t small_bytes = 0;
+  for (const auto& b : buffers)
+    if (b.size() < kSmall) small_bytes += b.size();
+  tls_staging_.resize(small_bytes);  // sized once: the buffers below point into it
+  std::vector<asio::const_buffer> gathered;
+  std::size_t staged = 0, run_start = 0;
+  auto end_run = [&] {
+    if (staged > run_start)
+      gathered.emplace_back(tls_staging_.data() + run_start, staged - run_start);
+    run_start = staged;
+  };
+  for (const auto& b : buffers) {
+    if (b.size() >= kSmall) {
+      end_run();
+      gathered.push_back(b);
+    } else {
+      std::memcpy(tls_staging_.data() + staged, b.data(), b.size());
+      staged += b.size();
+    }
+  }
+  end_run();
+  return gathered;
 }
 
 inline bool Connection::write_queue_without_blocking() {
+  if (tls_) return false;       // OpenSSL's state is the I/O thread's alone: it writes
   std::array<iovec, 64> iov{};  // the rest, if more, goes out on the next write
   std::size_t count = 0;
   for (const auto& out : queue_) {
@@ -392,15 +461,17 @@ inline void Connection::read_more(std::size_t frame_start_bytes) {
   if (buffered() == 0 && inbox_.size() > kInboxBytes) inbox_.assign(kInboxBytes, '\0');
   // A frame's header, metadata and table must fit at once (their sizes are within the limits).
   if (frame_start_bytes > inbox_.size()) inbox_.resize(frame_start_bytes);
-  socket_.async_read_some(
-      asio::buffer(inbox_.data() + inbox_end_, inbox_.size() - inbox_end_),
-      asio::bind_executor(
-          strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-            if (ec) return self->close_on_read_error(ec);
-            self->note_received();
-            self->inbox_end_ += n;
-            self->parse_frames();
-          }));
+  on_stream([&](auto& stream) {
+    stream.async_read_some(
+        asio::buffer(inbox_.data() + inbox_end_, inbox_.size() - inbox_end_),
+        asio::bind_executor(strand_, [self = shared_from_this()](
+                                         const boost::system::error_code& ec, std::size_t n) {
+          if (ec) return self->close_on_read_error(ec);
+          self->note_received();
+          self->inbox_end_ += n;
+          self->parse_frames();
+        }));
+  });
 }
 
 inline void Connection::parse_frames() {
@@ -438,19 +509,21 @@ inline void Connection::parse_frames() {
       if (from_inbox < t.nbytes()) unread.emplace_back(data + from_inbox, t.nbytes() - from_inbox);
     }
     if (!unread.empty()) {  // the inbox is empty now
-      asio::async_read(
-          socket_, unread,
-          // Each piece of a large payload counts as activity: a slow big frame is not silence.
-          [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-            if (n > 0) self->note_received();
-            return asio::transfer_all()(ec, n);
-          },
-          asio::bind_executor(strand_, [self = shared_from_this()](
-                                           const boost::system::error_code& ec, std::size_t) {
-            if (ec) return self->close_on_read_error(ec);
-            self->deliver();
-            self->parse_frames();
-          }));
+      on_stream([&](auto& stream) {
+        asio::async_read(
+            stream, unread,
+            // Each piece of a large payload counts as activity: a slow big frame is not silence.
+            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+              if (n > 0) self->note_received();
+              return asio::transfer_all()(ec, n);
+            },
+            asio::bind_executor(strand_, [self = shared_from_this()](
+                                             const boost::system::error_code& ec, std::size_t) {
+              if (ec) return self->close_on_read_error(ec);
+              self->deliver();
+              self->parse_frames();
+            }));
+      });
       return;
     }
     deliver();
@@ -483,7 +556,8 @@ inline void Connection::deliver() {
 }
 
 inline void Connection::close_on_read_error(const boost::system::error_code& ec) {
-  if (ec == asio::error::eof || ec == asio::error::connection_reset)
+  if (ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::ssl::error::stream_truncated)  // TLS: closed without a goodbye
     close_now(Status(ErrorCode::unavailable, "connection closed by the peer"));
   else
     close_now(Status(ErrorCode::unavailable, "read failed: " + ec.message()));
@@ -568,8 +642,8 @@ inline void Connection::close_now(const Status& reason, bool log) {
   }
   if (log) log_line("closing connection with " + description_ + ": " + reason.message());
   boost::system::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  tcp_socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  tcp_socket().close(ignored);
   timer_.cancel();
   for (auto& [id, p] : pending) p.done(close_reason_, {});
   if (on_close_) on_close_(shared_from_this(), close_reason_);

@@ -2,7 +2,8 @@
 // on first use and then shared by everything that talks to that peer (sessions, tensor sends,
 // stop requests). Plumbing of Server, not meant for users.
 //
-// Connecting resolves the peer's address, connects and says hello; while the peer is not up
+// Connecting resolves the peer's address, connects (over TLS when the owner gives a TLS
+// context: tls.hpp), runs the cluster handshake and says hello; while the peer is not up
 // it retries with backoff (20 ms doubling up to 1 s) until the caller's patience runs out, and
 // says whom it waits for every wait_log_interval. Concurrent requests for one peer share one
 // attempt. The hello reply names the task that serves the address and its incarnation.
@@ -32,6 +33,7 @@
 #include "psflow/distributed/host_port.hpp"
 #include "psflow/distributed/messages.hpp"
 #include "psflow/distributed/server_options.hpp"
+#include "psflow/distributed/tls.hpp"
 #include "psflow/runtime/rendezvous.hpp"
 
 namespace psflow::detail {
@@ -47,8 +49,10 @@ class PeerCache {
   using AddressOf = std::function<std::string(const std::string& task)>;
   using Log = std::function<void(const std::string&)>;
 
+  // `tls`: this task's TLS context (tls.hpp), null for plain TCP.
   PeerCache(asio::io_context& io, const ServerOptions& options, std::string self_task,
-            std::uint64_t self_incarnation, AddressOf address_of, Adopt adopt, Log log);
+            std::uint64_t self_incarnation, AddressOf address_of, Adopt adopt, Log log,
+            std::shared_ptr<asio::ssl::context> tls = nullptr);
   PeerCache(const PeerCache&) = delete;
   PeerCache& operator=(const PeerCache&) = delete;
 
@@ -94,8 +98,10 @@ class PeerCache {
   void finish_connect(const std::string& task, Status status,
                       std::shared_ptr<Connection> connection, std::uint64_t incarnation);
   // Connects `socket` to the first of `endpoints` that answers, then runs the cluster handshake
-  // (cluster_auth.hpp); `done` gets its outcome (a failed connect: Unavailable).
+  // (cluster_auth.hpp), inside TLS when `tls` (whose TCP socket `socket` is) is not null; `done`
+  // gets its outcome (a failed connect: Unavailable).
   void connect_and_authenticate(std::shared_ptr<asio::ip::tcp::socket> socket,
+                                std::shared_ptr<TlsStream> tls,
                                 const asio::ip::tcp::resolver::results_type& endpoints,
                                 std::string peer, std::function<void(const Status&)> done);
 
@@ -106,6 +112,7 @@ class PeerCache {
   const AddressOf address_of_;
   const Adopt adopt_;
   const Log log_;
+  const std::shared_ptr<asio::ssl::context> tls_;
 
   mutable std::mutex mutex_;
   bool stopped_ = false;
@@ -137,14 +144,16 @@ inline std::string unresolved_host_message(const std::string& host, const std::s
 
 inline PeerCache::PeerCache(asio::io_context& io, const ServerOptions& options,
                             std::string self_task, std::uint64_t self_incarnation,
-                            AddressOf address_of, Adopt adopt, Log log)
+                            AddressOf address_of, Adopt adopt, Log log,
+                            std::shared_ptr<asio::ssl::context> tls)
     : io_(io),
       options_(options),
       self_task_(std::move(self_task)),
       self_incarnation_(self_incarnation),
       address_of_(std::move(address_of)),
       adopt_(std::move(adopt)),
-      log_(std::move(log)) {}
+      log_(std::move(log)),
+      tls_(std::move(tls)) {}
 
 inline void PeerCache::connect_async(const std::string& task, ConnectDone done,
                                      std::chrono::milliseconds patience) {
@@ -268,7 +277,11 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
     bool timed_out = false;  // the timer cut it
   };
   auto state = std::make_shared<Attempt>();
-  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+  // With TLS, `socket` is the stream's own TCP socket (sharing its lifetime), so that the
+  // give-up timer below cuts a TLS attempt too.
+  auto tls = tls_ ? std::make_shared<TlsStream>(io_, *tls_) : nullptr;
+  auto socket = tls ? std::shared_ptr<asio::ip::tcp::socket>(tls, &tls->next_layer())
+                    : std::make_shared<asio::ip::tcp::socket>(io_);
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
   auto give_up = std::make_shared<asio::steady_timer>(io_, deadline);
   give_up->async_wait([state, socket, resolver](const boost::system::error_code& ec) {
@@ -282,9 +295,9 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
   });
   resolver->async_resolve(
       host_port.host, host_port.port,
-      [this, task, started, deadline, last_log, attempt, socket, resolver, address, state, give_up,
-       give_up_now](const boost::system::error_code& rec,
-                    asio::ip::tcp::resolver::results_type endpoints) {
+      [this, task, started, deadline, last_log, attempt, socket, tls, resolver, address, state,
+       give_up, give_up_now](const boost::system::error_code& rec,
+                             asio::ip::tcp::resolver::results_type endpoints) {
         auto retry = [this, task, started, deadline, last_log, attempt, address, state, give_up,
                       give_up_now](std::string why, bool unresolved = false) {
           if (state->over) return;
@@ -310,10 +323,10 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
         };
         if (rec) return retry(rec.message(), true);  // e.g. a DNS record that is not there yet
         connect_and_authenticate(
-            socket, endpoints, task + " at " + address,
-            [this, task, socket, retry, address, state, give_up,
+            socket, tls, endpoints, task + " at " + address,
+            [this, task, socket, tls, retry, address, state, give_up,
              deadline](const Status& authenticated) {
-              // A refusal is final: retrying cannot change the secrets.
+              // A refusal is final: retrying cannot change the secrets or certificates.
               if (authenticated.code() == ErrorCode::unauthenticated && !state->over) {
                 state->over = true;
                 give_up->cancel();
@@ -322,8 +335,11 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
               if (!authenticated.ok() || state->over || state->timed_out)
                 return retry(authenticated.ok() ? "cancelled" : authenticated.message());
               auto connection =
-                  std::make_shared<Connection>(std::move(*socket), options_.limits,
-                                               task + " at " + address, options_.heartbeat_timeout);
+                  tls ? std::make_shared<Connection>(tls, options_.limits, task + " at " + address,
+                                                     options_.heartbeat_timeout)
+                      : std::make_shared<Connection>(std::move(*socket), options_.limits,
+                                                     task + " at " + address,
+                                                     options_.heartbeat_timeout);
               state->connection = connection;
               adopt_(connection);
               // The hello is bounded by what is left of the connect deadline too.
@@ -361,13 +377,17 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
 }
 
 inline void PeerCache::connect_and_authenticate(
-    std::shared_ptr<asio::ip::tcp::socket> socket,
+    std::shared_ptr<asio::ip::tcp::socket> socket, std::shared_ptr<TlsStream> tls,
     const asio::ip::tcp::resolver::results_type& endpoints, std::string peer,
     std::function<void(const Status&)> done) {
   asio::async_connect(*socket, endpoints,
-                      [this, socket, peer = std::move(peer), done = std::move(done)](
+                      [this, socket, tls, peer = std::move(peer), done = std::move(done)](
                           const boost::system::error_code& ec, const asio::ip::tcp::endpoint&) {
                         if (ec) return done(Status(ErrorCode::unavailable, ec.message()));
+                        if (tls)
+                          return secure_and_authenticate(tls, AuthRole::client,
+                                                         options_.cluster_secret,
+                                                         options_.handshake_timeout, peer, done);
                         authenticate(socket, AuthRole::client, options_.cluster_secret,
                                      options_.handshake_timeout, peer, done);
                       });

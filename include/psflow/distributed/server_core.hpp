@@ -44,6 +44,7 @@
 #include "psflow/distributed/server.hpp"
 #include "psflow/distributed/server_options.hpp"
 #include "psflow/distributed/stop_protocol.hpp"
+#include "psflow/distributed/tls.hpp"
 #include "psflow/distributed/worker_service.hpp"
 #include "psflow/runtime/device.hpp"
 #include "psflow/runtime/rendezvous.hpp"
@@ -143,6 +144,8 @@ class ServerCore {
   const ServerOptions options_;
   const std::uint64_t incarnation_;
   const std::string task_name_;
+  // Null for plain TCP; checked (InvalidArgument) before anything listens.
+  const std::shared_ptr<asio::ssl::context> tls_;
 
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -199,6 +202,7 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
       options_(options),
       incarnation_(detail::random_incarnation()),
       task_name_(detail::full_task_name(job_, task_index)),
+      tls_(detail::make_tls_context(options_)),
       work_(asio::make_work_guard(io_)),
       listener_(io_, cluster_.task_address(job_, task_index_), task_name_,
                 options_.bind_address),  // throws NotFound
@@ -207,7 +211,7 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
           io_, options_, task_name_, incarnation_,
           [this](const std::string& task) { return address_of(task); },
           [this](const std::shared_ptr<Connection>& c) { adopt(c); },
-          [this](const std::string& line) { log(line); }) {
+          [this](const std::string& line) { log(line); }, tls_) {
   detail::set_log_task(task_name_);  // the library's other log lines name this task
   device_.set_checkpoint_dir(options_.checkpoint_dir);
   if (options_.inter_op_threads == 0) {
@@ -229,7 +233,16 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
     registry().servers[target()] = this;
   }
   listener_.start([this](asio::ip::tcp::socket socket, std::string description) {
-    // Only members get a Connection (cluster_auth.hpp); the handshake runs before any frame.
+    // Only members get a Connection (cluster_auth.hpp); the handshake runs before any frame,
+    // inside TLS when it is on (tls.hpp).
+    if (tls_)
+      return detail::admit_tls_member(
+          std::move(socket), *tls_, options_.cluster_secret, options_.handshake_timeout,
+          std::move(description), [this](const std::string& line) { log(line); },
+          [this](std::shared_ptr<TlsStream> member, std::string peer) {
+            adopt(std::make_shared<Connection>(std::move(member), options_.limits, std::move(peer),
+                                               options_.heartbeat_timeout));
+          });
     detail::admit_member(
         std::move(socket), options_.cluster_secret, options_.handshake_timeout,
         std::move(description), [this](const std::string& line) { log(line); },
@@ -245,7 +258,8 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
   log("serving on " + detail::join_host_port(listener_.host(), std::to_string(listener_.port())) +
       (options_.bind_address.empty() ? "" : ", listening on " + options_.bind_address) +
       " (incarnation " + incarnation_string(incarnation_) +
-      (options_.cluster_secret.empty() ? "" : "; members only: cluster secret set") + ")");
+      (options_.cluster_secret.empty() ? "" : "; members only: cluster secret set") +
+      (tls_ ? "; mutual TLS" : "") + ")");
 }
 
 inline ServerCore::~ServerCore() {

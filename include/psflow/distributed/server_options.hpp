@@ -48,8 +48,16 @@ struct ServerOptions {
     const char* secret = std::getenv("PSFLOW_CLUSTER_SECRET");
     return std::string(secret ? secret : "");
   }();
-  // Deadline of that check at connect, both ways (also run, cheaply, without a secret).
+  // Deadline of that check at connect, both ways (also run, cheaply, without a secret); with
+  // TLS, also of the TLS handshake before it.
   std::chrono::milliseconds handshake_timeout{5000};
+  // Mutual TLS (docs/security.md): PEM files of this task's certificate, its private key and
+  // the cluster's CA. All three set: every connection is TLS 1.3, both ends showing a
+  // certificate signed by that CA (a peer without one is refused). None: plain TCP. Only some:
+  // InvalidArgument when the Server starts.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
 };
 
 }  // namespace psflow

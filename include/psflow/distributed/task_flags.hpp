@@ -62,6 +62,11 @@ struct TaskFlags {
   std::string secret_file;
   // --heartbeat_timeout_s: ServerOptions::heartbeat_timeout in seconds (0: off).
   double heartbeat_timeout_s = 10;
+  // --tls_cert, --tls_key, --tls_ca: PEM files for mutual TLS (ServerOptions::tls_cert_file,
+  // tls_key_file, tls_ca_file; docs/security.md); "" = not given.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
 
   // Recognised flags, as "--name=value" or "--name value" (one leading '-' works too):
   //   --ps_hosts, --worker_hosts, --chief_hosts   comma-separated host:port lists (an empty list
@@ -80,6 +85,8 @@ struct TaskFlags {
   //                                               reads it as its checkpoint directory)
   //   --bind_all[=true|false]                     listen on every interface (server_options())
   //   --secret_file                               file with the cluster secret (server_options())
+  //   --tls_cert, --tls_key, --tls_ca             this task's certificate, its key and the
+  //                                               cluster's CA (PEM): mutual TLS (all three)
   // A "--" ends our flags; it and everything after it are left in remaining_args. When no
   // *_hosts flag is given, the cluster comes from TF_CONFIG, and so do the job name and index
   // unless --job_name / --task_index override them. Throws InvalidArgument, saying what to pass,
@@ -107,7 +114,7 @@ struct TaskFlags {
   // This task's host:port.
   std::string address() const { return cluster.task_address(job_name, task_index); }
   // ServerOptions with what the flags say: heartbeat_timeout, checkpoint_dir; bind_address for
-  // --bind_all;
+  // --bind_all; the TLS files of --tls_cert, --tls_key, --tls_ca (the Server checks them);
   // cluster_secret read from --secret_file (one trailing newline dropped), else
   // PSFLOW_CLUSTER_SECRET's. Throws InvalidArgument for a secret file that cannot be read or is
   // empty.
@@ -233,7 +240,8 @@ PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       continue;
     }
     bool ours = name == "job_name" || name == "task_index" || name == "secret_file" ||
-                name == "heartbeat_timeout_s";
+                name == "heartbeat_timeout_s" || name == "tls_cert" || name == "tls_key" ||
+                name == "tls_ca";
     for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
     ours = ours || name == "slurm_jobs" || name == "slurm_port_base";
     if (!ours) {
@@ -252,6 +260,14 @@ PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
     if (name == "secret_file") {
       if (value.empty()) throw InvalidArgument("--secret_file is empty; give the secret's file");
       out.secret_file = value;
+    } else if (name == "tls_cert" || name == "tls_key" || name == "tls_ca") {
+      if (value.empty()) {
+        std::string message = "--";
+        message += name;
+        message += " is empty; give a PEM file (docs/security.md)";
+        throw InvalidArgument(message);
+      }
+      (name == "tls_cert" ? out.tls_cert : name == "tls_key" ? out.tls_key : out.tls_ca) = value;
     } else if (name == "heartbeat_timeout_s") {
       char* end = nullptr;
       const double seconds = std::strtod(value.c_str(), &end);
@@ -371,6 +387,9 @@ PSFLOW_DECL ServerOptions TaskFlags::server_options() const {
       std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_timeout_s * 1000));
   options.checkpoint_dir = checkpoint_dir;  // a ps's own shard directory
   if (bind_all) options.bind_address = address().find('[') == 0 ? "::" : "0.0.0.0";
+  options.tls_cert_file = tls_cert;
+  options.tls_key_file = tls_key;
+  options.tls_ca_file = tls_ca;
   if (!secret_file.empty()) {
     std::ifstream in(secret_file, std::ios::binary);
     std::ostringstream text;
