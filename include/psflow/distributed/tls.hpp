@@ -127,6 +127,11 @@ inline std::shared_ptr<asio::ssl::context> make_tls_context(const ServerOptions&
   context->load_verify_file(options.tls_ca_file, ec);
   if (ec) fail("CA", options.tls_ca_file, "give the cluster CA's PEM certificate (--tls_ca)");
   context->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  // AES-128-GCM first, as gRPC (BoringSSL) orders them: about a fifth faster than AES-256 here,
+  // and the bulk of TLS's cost on large tensors is the cipher.
+  SSL_CTX_set_ciphersuites(context->native_handle(),
+                           "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+                           "TLS_CHACHA20_POLY1305_SHA256");
   return context;
 }
 
