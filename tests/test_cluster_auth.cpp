@@ -29,14 +29,19 @@
 #include "psflow/graph/variable.hpp"
 #include "psflow/train/monitored_session.hpp"
 #include "support/child_process.hpp"
+#include "support/connect_outcome.hpp"
 #include "support/demo_command.hpp"
 #include "support/error_message.hpp"
 #include "support/files.hpp"
+#include "support/log_capture.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
 using psflow::testing::ChildProcess;
+using psflow::testing::connect_outcome;
+using psflow::testing::ConnectOutcome;
+using psflow::testing::LogCapture;
 using psflow::testing::loopback;
 using psflow::testing::reserve_port;
 using psflow::testing::TempDir;
@@ -55,59 +60,6 @@ ServerOptions options_with(const std::string& secret, bool log = false) {
   options.rpc_timeout = 10s;
   options.log = log;
   return options;
-}
-
-// Log lines of this process (Server logs), while alive.
-class LogCapture {
- public:
-  LogCapture() {
-    detail::set_log_sink(
-        [this](std::string_view line) {
-          std::lock_guard lock(mutex_);
-          lines_ += std::string(line) + "\n";
-        },
-        this);
-  }
-  ~LogCapture() { detail::clear_log_sink(this); }
-  std::string text() const {
-    std::lock_guard lock(mutex_);
-    return lines_;
-  }
-  // Waits (bounded) until the log contains `part`.
-  bool wait_for(const std::string& part, std::chrono::milliseconds limit = 10s) const {
-    const auto deadline = Clock::now() + limit;
-    while (text().find(part) == std::string::npos) {
-      if (Clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(10ms);
-    }
-    return true;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::string lines_;
-};
-
-// What connecting to `task` throws (its what()), and how long it took.
-struct Outcome {
-  std::string what;
-  bool unauthenticated = false;
-  Clock::duration took{};
-};
-Outcome connect_outcome(Server& server, const std::string& task) {
-  Outcome out;
-  const auto start = Clock::now();
-  try {
-    server.core().connect(task);
-    out.what = "<connected>";
-  } catch (const Unauthenticated& e) {
-    out.what = e.what();
-    out.unauthenticated = true;
-  } catch (const std::exception& e) {
-    out.what = e.what();
-  }
-  out.took = Clock::now() - start;
-  return out;
 }
 
 // Reads exactly `n` bytes from a blocking socket within 10 s; "" on failure.
@@ -278,7 +230,7 @@ TEST_CASE("a host name that never resolves fails within connect_timeout with a c
   Server worker(
       ClusterSpec({{"ps", {"no-such-host.invalid:2222"}}, {"worker", {loopback(reserve_port())}}}),
       "worker", 0, options);
-  const Outcome outcome = connect_outcome(worker, kPs);
+  const ConnectOutcome outcome = connect_outcome(worker, kPs);
   INFO(outcome.what);
   CHECK_THAT(outcome.what,
              Catch::StartsWith("Unavailable: could not resolve host no-such-host.invalid for "
@@ -321,9 +273,9 @@ TEST_CASE("no secret or a wrong one is refused at once with Unauthenticated, log
 
   SECTION("no secret") {
     Server worker(cluster, "worker", 0, options_with(""));
-    const Outcome outcome = connect_outcome(worker, kPs);
+    const ConnectOutcome outcome = connect_outcome(worker, kPs);
     INFO(outcome.what);
-    CHECK(outcome.unauthenticated);
+    CHECK(outcome.code == ErrorCode::unauthenticated);
     CHECK(outcome.took < 10s);  // not connect_timeout's 20 s of retries
     CHECK_THAT(outcome.what, Catch::Contains(kPs + " at " + ps_address +
                                              " requires a cluster secret and this task has none"));
@@ -333,9 +285,9 @@ TEST_CASE("no secret or a wrong one is refused at once with Unauthenticated, log
   }
   SECTION("a wrong secret") {
     Server worker(cluster, "worker", 0, options_with("a-wrong-secret"));
-    const Outcome outcome = connect_outcome(worker, kPs);
+    const ConnectOutcome outcome = connect_outcome(worker, kPs);
     INFO(outcome.what);
-    CHECK(outcome.unauthenticated);
+    CHECK(outcome.code == ErrorCode::unauthenticated);
     CHECK(outcome.took < 10s);
     CHECK_THAT(outcome.what,
                Catch::Contains("rejected this task's cluster secret (the secrets differ)"));
@@ -404,9 +356,9 @@ TEST_CASE("a client with a secret is refused by a task without one") {
       {{"ps", {loopback(reserve_port())}}, {"worker", {loopback(reserve_port())}}});
   Server ps(cluster, "ps", 0, options_with("", /*log=*/true));
   Server worker(cluster, "worker", 0, options_with("only-the-worker-has-one"));
-  const Outcome outcome = connect_outcome(worker, kPs);
+  const ConnectOutcome outcome = connect_outcome(worker, kPs);
   INFO(outcome.what);
-  CHECK(outcome.unauthenticated);
+  CHECK(outcome.code == ErrorCode::unauthenticated);
   CHECK(outcome.took < 10s);
   CHECK_THAT(outcome.what, Catch::Contains("this task has a cluster secret but " + kPs));
   CHECK(log.wait_for("rejected client 127.0.0.1:"));

@@ -12,6 +12,8 @@
 #include <random>
 #include <thread>
 
+#include "psflow/distributed/messages.hpp"
+#include "psflow/distributed/server_core.hpp"
 #include "psflow/psflow.hpp"
 #include "support/demo_command.hpp"
 #include "support/local_cluster.hpp"
@@ -545,8 +547,9 @@ TEST_CASE(
   const std::string ps1 = "/job:ps/replica:0/task:1";
   cluster.ps[1]->kill(SIGKILL);
   REQUIRE(cluster.ps[1]->wait_for(10s));
-  for (int i = 0; i < 500 && worker->open_connection(ps1); ++i) std::this_thread::sleep_for(10ms);
-  REQUIRE_FALSE(worker->open_connection(ps1));
+  for (int i = 0; i < 500 && worker->core().open_connection(ps1); ++i)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE_FALSE(worker->core().open_connection(ps1));
 
   struct Outcome {
     std::mutex mutex;
@@ -619,7 +622,7 @@ TEST_CASE(
   std::promise<std::vector<std::string>> results;
   auto refused = results.get_future();
   // Nothing is connected yet, so `done` runs on the I/O thread once the ps answered hello.
-  worker.connect_async(ps, [&](Status status, std::shared_ptr<Connection>) {
+  worker.core().connect_async(ps, [&](Status status, std::shared_ptr<Connection>) {
     std::vector<std::string> out;
     if (!status.ok()) out.push_back("connecting failed: " + status.message());
     auto attempt = [&](const std::string& name, const std::function<void()>& blocking_call) {
@@ -632,11 +635,11 @@ TEST_CASE(
         out.push_back(name + " threw " + e.what());
       }
     };
-    attempt("connect", [&] { worker.connect(ps); });
+    attempt("connect", [&] { worker.core().connect(ps); });
     attempt("call", [&] {
-      worker.call(ps, wire::make_frame(wire::MessageType::ping, wire::Handle{}), 1s);
+      worker.core().call(ps, wire::make_frame(wire::MessageType::ping, wire::Handle{}), 1s);
     });
-    attempt("peer_incarnation", [&] { worker.peer_incarnation(ps); });
+    attempt("peer_incarnation", [&] { worker.core().peer_incarnation(ps); });
     attempt("stop_task", [&] { worker.stop_task("ps", 0, 1s); });
     attempt("stop_job", [&] { worker.stop_job("ps", 1s); });
     results.set_value(std::move(out));
@@ -647,8 +650,8 @@ TEST_CASE(
   for (const auto& m : messages)
     CHECK_THAT(m, Catch::Contains("called on the I/O thread of /job:worker/replica:0/task:0"));
   // From a user thread the same calls work.
-  CHECK(worker.connect(ps)->is_open());
-  CHECK(worker.peer_incarnation(ps) != 0);
+  CHECK(worker.core().connect(ps)->is_open());
+  CHECK(worker.core().peer_incarnation(ps) != 0);
   CHECK(worker.stop_job("ps") == 1);
   REQUIRE(cluster.ps[0]->wait_for(10s));
 }
@@ -826,7 +829,7 @@ TEST_CASE("a task that accepts connections but never says hello is given up at c
   Server worker(cluster.spec(), "worker", 0, cluster.quiet(2s));
   const auto start = std::chrono::steady_clock::now();
   try {
-    worker.connect("/job:ps/replica:0/task:0");
+    worker.core().connect("/job:ps/replica:0/task:0");
     FAIL("connecting to a task that never says hello must fail");
   } catch (const Unavailable& e) {
     CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0") &&

@@ -17,6 +17,7 @@
 #include "psflow/runtime.hpp"
 #include "psflow/runtime/kernels/grad_kernels.hpp"
 #include "psflow/runtime/kernels/training_kernels.hpp"
+#include "psflow/runtime/local_session.hpp"
 #include "psflow/train/adadelta.hpp"
 #include "psflow/train/adagrad.hpp"
 #include "psflow/train/adam.hpp"

@@ -21,12 +21,17 @@
 #include "psflow/graph/variable.hpp"
 #include "psflow/psflow.hpp"
 #include "support/child_process.hpp"
+#include "support/connect_outcome.hpp"
 #include "support/files.hpp"
+#include "support/log_capture.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tls_certs.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
+using psflow::testing::connect_outcome;
+using psflow::testing::ConnectOutcome;
+using psflow::testing::LogCapture;
 using psflow::testing::loopback;
 using psflow::testing::reserve_port;
 using psflow::testing::TempDir;
@@ -71,56 +76,6 @@ ServerOptions tls(const std::string& name, const std::string& ca = "ca", bool lo
 
 ClusterSpec two_tasks() {
   return ClusterSpec({{"ps", {loopback(reserve_port())}}, {"worker", {loopback(reserve_port())}}});
-}
-
-// Log lines of this process (Server logs), while alive.
-class LogCapture {
- public:
-  LogCapture() {
-    detail::set_log_sink(
-        [this](std::string_view line) {
-          std::lock_guard lock(mutex_);
-          lines_ += std::string(line) + "\n";
-        },
-        this);
-  }
-  ~LogCapture() { detail::clear_log_sink(this); }
-  std::string text() const {
-    std::lock_guard lock(mutex_);
-    return lines_;
-  }
-  bool wait_for(const std::string& part, std::chrono::milliseconds limit = 10s) const {
-    const auto deadline = Clock::now() + limit;
-    while (text().find(part) == std::string::npos) {
-      if (Clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(10ms);
-    }
-    return true;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::string lines_;
-};
-
-// What connecting to `task` throws, and how long it took.
-struct Outcome {
-  std::string what;
-  ErrorCode code = ErrorCode::ok;
-  Clock::duration took{};
-};
-Outcome connect_outcome(Server& server, const std::string& task) {
-  Outcome out;
-  const auto start = Clock::now();
-  try {
-    server.core().connect(task);
-    out.what = "<connected>";
-  } catch (const Error& e) {
-    out.what = e.what();
-    out.code = e.code();
-  }
-  out.took = Clock::now() - start;
-  return out;
 }
 
 // A variable on the ps that the worker pushes to and pulls back: `n` floats.
@@ -186,7 +141,7 @@ TEST_CASE("a task whose certificate another CA signed is refused at once, logged
 
   SECTION("its own certificate is foreign: the ps refuses it") {
     Server worker(cluster, "worker", 0, tls("stranger", "ca"));
-    const Outcome outcome = connect_outcome(worker, kPs);
+    const ConnectOutcome outcome = connect_outcome(worker, kPs);
     INFO(outcome.what);
     CHECK(outcome.code == ErrorCode::unauthenticated);
     CHECK(outcome.took < 10s);  // not connect_timeout's 20 s of retries
@@ -199,7 +154,7 @@ TEST_CASE("a task whose certificate another CA signed is refused at once, logged
   }
   SECTION("it trusts another CA: it refuses the ps") {
     Server worker(cluster, "worker", 0, tls("stranger", "foreign_ca"));
-    const Outcome outcome = connect_outcome(worker, kPs);
+    const ConnectOutcome outcome = connect_outcome(worker, kPs);
     INFO(outcome.what);
     CHECK(outcome.code == ErrorCode::unauthenticated);
     CHECK(outcome.took < 10s);
@@ -228,7 +183,7 @@ TEST_CASE("a plain task and a TLS task fail each other within their deadlines") 
     plain.handshake_timeout = 1s;  // longer: the TLS task gives up first, and logs it
     plain.connect_timeout = 1500ms;
     Server worker(cluster, "worker", 0, plain);
-    const Outcome outcome = connect_outcome(worker, kPs);
+    const ConnectOutcome outcome = connect_outcome(worker, kPs);
     INFO(outcome.what);
     CHECK(outcome.code == ErrorCode::unavailable);
     CHECK(outcome.took < 10s);
@@ -241,7 +196,7 @@ TEST_CASE("a plain task and a TLS task fail each other within their deadlines") 
   SECTION("a TLS client at a plain task: refused at once") {
     Server ps(cluster, "ps", 0, quiet(/*log=*/true));
     Server worker(cluster, "worker", 0, tls("worker"));
-    const Outcome outcome = connect_outcome(worker, kPs);
+    const ConnectOutcome outcome = connect_outcome(worker, kPs);
     INFO(outcome.what);
     CHECK(outcome.code == ErrorCode::unauthenticated);
     CHECK(outcome.took < 10s);
@@ -261,7 +216,7 @@ TEST_CASE("TLS and a cluster secret together: members pass, a wrong secret is st
     ServerOptions wrong = tls("worker");
     wrong.cluster_secret = "a-wrong-secret";
     Server worker(cluster, "worker", 0, wrong);
-    const Outcome outcome = connect_outcome(worker, kPs);
+    const ConnectOutcome outcome = connect_outcome(worker, kPs);
     INFO(outcome.what);
     CHECK(outcome.code == ErrorCode::unauthenticated);
     CHECK_THAT(outcome.what, Catch::Contains("rejected this task's cluster secret"));

@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "psflow/distributed/messages.hpp"
+#include "psflow/distributed/wire.hpp"
 #include "psflow/observe/chrome_trace.hpp"
 #include "psflow/psflow.hpp"
 #include "support/local_cluster.hpp"

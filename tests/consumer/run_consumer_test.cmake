@@ -37,7 +37,7 @@ foreach(mode ${MODES})
   # Header-only and compiled once (psflow::compiled) are each built two of the three ways, both
   # from the install.
   if(mode STREQUAL "install")
-    set(targets "consumer;consumer_compiled")
+    set(targets "consumer,consumer_compiled")
   elseif(mode STREQUAL "build_tree")
     set(targets "consumer_compiled")
   else()
@@ -47,7 +47,8 @@ foreach(mode ${MODES})
       -G Ninja "${how}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0
       "-DPSFLOW_CONSUMER_TARGETS=${targets}")
   run("building the consumer (${mode})" "${CMAKE_COMMAND}" --build "${build}")
-  foreach(target ${targets})
+  string(REPLACE "," ";" target_list "${targets}")
+  foreach(target ${target_list})
     run("running ${target} (${mode})" "${build}/${target}")
     set(expected "array([[7., 7.],\n       [7., 7.]], dtype=float32)\n")
     if(NOT output STREQUAL expected)

@@ -172,7 +172,8 @@ inline unsigned short reserve_port() {
   for (int attempt = 0; attempt < 1000; ++attempt) {
     unsigned short port = 0;  // 0: let the kernel choose, when there is no room below its range
     if (top > lowest + 1000)
-      port = static_cast<unsigned short>(std::uniform_int_distribution<unsigned>(lowest, top - 1)(random_port));
+      port = static_cast<unsigned short>(
+          std::uniform_int_distribution<unsigned>(lowest, top - 1)(random_port));
     boost::system::error_code error;
     boost::asio::ip::tcp::acceptor acceptor(io);
     acceptor.open(boost::asio::ip::tcp::v4(), error);

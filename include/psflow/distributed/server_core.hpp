@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/device_spec.hpp"
 #include "psflow/core/log.hpp"
 #include "psflow/distributed/cluster_auth.hpp"
@@ -480,7 +481,9 @@ inline std::size_t ServerCore::stop_job(std::string_view job, std::chrono::milli
 }
 
 // ---------------------------------------------------------------------------------------------
-// Server: every call goes to its core.
+// Server: every call goes to its core. Compiled where psflow's implementation is (a separately
+// compiled program's other files may include this header too: for them these stay declarations).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 
 PSFLOW_DECL Server::Server(const ClusterSpec& cluster, std::string_view job_name,
                            std::size_t task_index, ServerOptions options)
@@ -507,5 +510,6 @@ PSFLOW_DECL std::vector<std::string> Server::cluster_devices() const {
   return core_->cluster_devices();
 }
 PSFLOW_DECL const ServerOptions& Server::options() const noexcept { return core_->options(); }
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow
