@@ -436,13 +436,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   register_benchmarks();
-  int rc = 0;
-  try {
-    benchmark::RunSpecifiedBenchmarks();
-  } catch (const std::exception& e) {
-    std::cerr << "bench_net: " << e.what() << "\n";
-    rc = 1;
-  }
+  const int rc = psflow::bench::run_registered_benchmarks("bench_net");
   net_env_slot().reset();
   benchmark::Shutdown();
   return rc;

@@ -394,13 +394,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&args_count, args.data());
   if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 2;
   register_benchmarks();
-  int rc = 0;
-  try {
-    benchmark::RunSpecifiedBenchmarks();
-  } catch (const std::exception& e) {
-    std::cerr << "bench_sparse: " << e.what() << "\n";
-    rc = 1;
-  }
+  const int rc = psflow::bench::run_registered_benchmarks("bench_sparse");
   envs().clear();
   benchmark::Shutdown();
   return rc;

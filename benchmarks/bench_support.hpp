@@ -6,6 +6,7 @@
 // is ever guessed.
 #pragma once
 
+#include <benchmark/benchmark.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <sstream>
 #include <stdexcept>
@@ -37,6 +39,18 @@ using psflow::testing::TempDir;
 // ---------------------------------------------------------------------------------------------
 // For the child binaries: exit when the benchmark process that started us dies (even by
 // SIGKILL or a timeout), so that no child outlives its run.
+
+// Runs the registered benchmarks; an exception (a peer process that failed, say) ends the run
+// with its message on stderr and status 1 instead of terminate().
+inline int run_registered_benchmarks(const char* program) {
+  try {
+    benchmark::RunSpecifiedBenchmarks();
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
 
 inline void die_with_parent() {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -148,13 +148,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   register_benchmarks();
-  int rc = 0;
-  try {
-    benchmark::RunSpecifiedBenchmarks();
-  } catch (const std::exception& e) {
-    std::cerr << "bench_tls: " << e.what() << "\n";
-    rc = 1;
-  }
+  const int rc = psflow::bench::run_registered_benchmarks("bench_tls");
   pairs().clear();
   benchmark::Shutdown();
   return rc;
