@@ -315,7 +315,9 @@ TEST_CASE("MonitoredTrainingSession's chief writes summaries, the graph and glob
              w_values[i].first - w_values[i - 1].first == 4));
     CHECK(std::abs(w_values[i].second - 0.5f * static_cast<float>(w_values[i].first)) <= 0.5f);
   }
+  // Every 5 steps after the first one the hook sees; the same read-before-or-after race as
+  // above may leave the last one just past step 12 (seen once in a full run: one rate, not two).
   const auto rates = scalars(events, "global_step/sec");
-  REQUIRE(rates.size() == 2);
+  REQUIRE((rates.size() == 1 || rates.size() == 2));
   CHECK(rates[0].second > 0);
 }
