@@ -52,11 +52,12 @@ def compile_once(command):
     """Seconds and peak resident MB of one compilation (the compiler driver and its cc1plus)."""
     start = time.monotonic()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
+    _, status, usage = os.wait4(child.pid, 0)  # wait4: this child's own resource usage
     seconds = time.monotonic() - start
+    child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     errors = child.stderr.read().decode(errors="replace")
     child.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
+    if child.returncode != 0:
         sys.exit("compile_time: this failed:\n  " + " ".join(command) + "\n" + errors)
     return seconds, usage.ru_maxrss / 1024.0  # ru_maxrss is in KiB on Linux
 

@@ -28,7 +28,6 @@
 
 #include <array>
 #include <boost/asio.hpp>
-#include <boost/asio/ssl/error.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -40,6 +39,7 @@
 #include <utility>
 
 #include "psflow/core/error.hpp"
+#include "psflow/distributed/connect_errors.hpp"
 
 namespace psflow::detail {
 
@@ -127,9 +127,7 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake<Stream>>
       self->timer_.expires_after(timeout);
       self->timer_.async_wait([self, timeout](const boost::system::error_code& ec) {
         if (ec || self->finished_) return;
-        char seconds[32];
-        std::snprintf(seconds, sizeof seconds, "%.1f s",
-                      std::chrono::duration<double>(timeout).count());
+        const std::string seconds = duration_string(timeout);
         self->finish(Status(
             ErrorCode::unavailable,
             self->role_ == AuthRole::server
@@ -227,9 +225,7 @@ class AuthHandshake : public std::enable_shared_from_this<AuthHandshake<Stream>>
                            (role_ == AuthRole::server ? std::string("TLS failed: ")
                                                       : peer_ + " refused this task over TLS: ") +
                                ec.message() + ": " + tls_advice()));
-    const bool closed =
-        ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset ||
-        ec == boost::asio::error::broken_pipe || ec == boost::asio::ssl::error::stream_truncated;
+    const bool closed = closed_by_peer(ec);
     if (role_ == AuthRole::server && closed && nothing_read)
       return finish(Status(ErrorCode::aborted, "closed the connection before the handshake"));
     std::string what = closed ? "was closed by the peer" : "failed (" + ec.message() + ")";

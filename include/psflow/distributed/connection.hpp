@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "psflow/core/log.hpp"
+#include "psflow/distributed/connect_errors.hpp"
 #include "psflow/distributed/wire.hpp"
 
 namespace psflow {
@@ -556,8 +557,7 @@ inline void Connection::deliver() {
 }
 
 inline void Connection::close_on_read_error(const boost::system::error_code& ec) {
-  if (ec == asio::error::eof || ec == asio::error::connection_reset ||
-      ec == asio::ssl::error::stream_truncated)  // TLS: closed without a goodbye
+  if (detail::closed_by_peer(ec))
     close_now(Status(ErrorCode::unavailable, "connection closed by the peer"));
   else
     close_now(Status(ErrorCode::unavailable, "read failed: " + ec.message()));

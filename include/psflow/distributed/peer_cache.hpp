@@ -29,6 +29,7 @@
 
 #include "psflow/core/error.hpp"
 #include "psflow/distributed/cluster_auth.hpp"
+#include "psflow/distributed/connect_errors.hpp"
 #include "psflow/distributed/connection.hpp"
 #include "psflow/distributed/host_port.hpp"
 #include "psflow/distributed/messages.hpp"
@@ -120,19 +121,12 @@ class PeerCache {
 };
 
 // "1.2 s"
-std::string duration_string(std::chrono::steady_clock::duration d);
 // The error when a task's host name did not resolve until the deadline.
 std::string unresolved_host_message(const std::string& host, const std::string& task,
                                     std::chrono::steady_clock::duration waited,
                                     const std::string& why);
 
 // ---------------------------------------------------------------------------------------------
-
-inline std::string duration_string(std::chrono::steady_clock::duration d) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
-  return text;
-}
 
 inline std::string unresolved_host_message(const std::string& host, const std::string& task,
                                            std::chrono::steady_clock::duration waited,

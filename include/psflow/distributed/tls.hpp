@@ -27,6 +27,7 @@
 
 #include "psflow/core/error.hpp"
 #include "psflow/distributed/cluster_auth.hpp"
+#include "psflow/distributed/connect_errors.hpp"
 #include "psflow/distributed/connection.hpp"
 #include "psflow/distributed/server_options.hpp"
 
@@ -148,9 +149,7 @@ inline Status failure(TlsStream& stream, AuthRole role, const std::string& peer,
                       std::chrono::milliseconds timeout) {
   const bool server = role == AuthRole::server;
   if (timed_out) {
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%.1f s",
-                  std::chrono::duration<double>(timeout).count());
+    const std::string seconds = duration_string(timeout);
     std::string message = server ? "no TLS handshake within " : "no TLS handshake from " + peer;
     message += server ? seconds : std::string(" within ") + seconds;
     if (server) message += " (is it a task without TLS? " + advice() + ")";
@@ -169,8 +168,7 @@ inline Status failure(TlsStream& stream, AuthRole role, const std::string& peer,
     message += ": " + reason + ": " + advice();
     return Status(ErrorCode::unauthenticated, message);
   }
-  const bool closed = ec == asio::error::eof || ec == asio::error::connection_reset ||
-                      ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
+  const bool closed = closed_by_peer(ec);
   if (server && closed)
     return Status(ErrorCode::aborted, "closed the connection during the TLS handshake");
   std::string message = server ? "the TLS handshake" : "the TLS handshake with " + peer;
