@@ -21,268 +21,14 @@ namespace psflow {
 
 namespace detail {
 
-// Resolves one -1 in a reshape target against a known element count; fails when impossible.
-inline std::vector<std::int64_t> resolve_reshape(const InferenceContext& ctx,
-                                                 std::vector<std::int64_t> target,
-                                                 std::optional<std::int64_t> elements) {
-  int unknown = -1;
-  std::int64_t known_product = 1;
-  for (std::size_t i = 0; i < target.size(); ++i) {
-    if (target[i] == -1) {
-      if (unknown >= 0)
-        ctx.fail("at most one dimension of the new shape may be -1, got " + shape_string(target));
-      unknown = static_cast<int>(i);
-    } else if (target[i] < 0) {
-      ctx.fail("new shape " + shape_string(target) + " has a negative dimension");
-    } else {
-      known_product *= target[i];
-    }
-  }
-  if (!elements) return target;
-  if (unknown >= 0) {
-    if (known_product == 0 || *elements % known_product != 0)
-      ctx.fail("cannot reshape " + ctx.describe_input(0) + " to " + shape_string(target));
-    target[static_cast<std::size_t>(unknown)] = *elements / known_product;
-  } else if (known_product != *elements) {
-    ctx.fail("cannot reshape " + ctx.describe_input(0) + " (" + std::to_string(*elements) +
-             " elements) to " + shape_string(target) + " (" + std::to_string(known_product) +
-             " elements)");
-  }
-  return target;
-}
-
 // An axis in [-rank, rank) as an index in [0, rank); nullopt when out of range.
-inline std::optional<std::int64_t> wrap_axis(std::int64_t axis, std::int64_t rank) {
-  if (axis < -rank || axis >= rank) return std::nullopt;
-  return axis < 0 ? axis + rank : axis;
-}
-
-inline std::vector<OutputSpec> infer_const(const InferenceContext& ctx) {
-  const auto& value = ctx.attr<Tensor>("value");
-  return {OutputSpec{value.dtype(), PartialShape::of_shape(value.shape())}};
-}
-
-inline std::vector<OutputSpec> infer_placeholder(const InferenceContext& ctx) {
-  const auto& dims = ctx.attr<std::vector<std::int64_t>>("shape");
-  for (auto d : dims)
-    if (d < -1)
-      ctx.fail("placeholder dimension " + std::to_string(d) + " is invalid (use -1 for unknown)");
-  return {OutputSpec{ctx.attr<DType>("dtype"), PartialShape::of(dims)}};
-}
-
-inline std::vector<OutputSpec> infer_reshape(const InferenceContext& ctx) {
-  auto target = ctx.attr<std::vector<std::int64_t>>("shape");
-  auto dims = resolve_reshape(ctx, target, ctx.input_shapes[0].num_elements());
-  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
-}
-
-// ConcatV2(values...) with attr axis (psflow keeps the axis an attribute, TF makes it a tensor).
-inline std::vector<OutputSpec> infer_concat(const InferenceContext& ctx) {
-  if (ctx.input_dtypes.empty()) ctx.fail("needs at least one value to concatenate");
-  for (std::size_t i = 1; i < ctx.input_dtypes.size(); ++i) ctx.expect_same_dtype(0, i);
-  const auto given_axis = ctx.attr<std::int64_t>("axis");
-  std::optional<std::vector<std::int64_t>> dims;
-  std::int64_t axis = given_axis;
-  for (std::size_t i = 0; i < ctx.input_shapes.size(); ++i) {
-    const auto& s = ctx.input_shapes[i];
-    if (!s.known) return {OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()}};
-    const auto rank = static_cast<std::int64_t>(s.dims.size());
-    const auto wrapped = wrap_axis(given_axis, rank);  // negative: counted from the end, as TF
-    if (!wrapped)
-      ctx.fail("axis " + std::to_string(given_axis) + " is out of range for " +
-               ctx.describe_input(i));
-    axis = *wrapped;
-    if (!dims) {
-      dims = s.dims;
-      continue;
-    }
-    if (dims->size() != s.dims.size())
-      ctx.fail("every value must have the same rank, got " + ctx.describe_input(0) + " and " +
-               ctx.describe_input(i));
-    for (std::size_t d = 0; d < s.dims.size(); ++d) {
-      auto& out = (*dims)[d];
-      if (static_cast<std::int64_t>(d) == axis) {
-        out = (out < 0 || s.dims[d] < 0) ? -1 : out + s.dims[d];
-      } else if (out >= 0 && s.dims[d] >= 0 && out != s.dims[d]) {
-        ctx.fail("dimension " + std::to_string(d) + " must match outside the axis, got " +
-                 ctx.describe_input(0) + " and " + ctx.describe_input(i));
-      } else if (out < 0) {
-        out = s.dims[d];
-      }
-    }
-  }
-  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(*dims)}};
-}
-
-// Slice(x) with attrs begin and size (-1: to the end of the axis).
-inline std::vector<OutputSpec> infer_slice(const InferenceContext& ctx) {
-  const auto& begin = ctx.attr<std::vector<std::int64_t>>("begin");
-  const auto& size = ctx.attr<std::vector<std::int64_t>>("size");
-  if (begin.size() != size.size())
-    ctx.fail("begin " + shape_string(begin) + " and size " + shape_string(size) +
-             " need one entry per axis each");
-  const auto& x = ctx.input_shapes[0];
-  std::vector<std::int64_t> dims(size.size(), -1);
-  for (std::size_t d = 0; d < size.size(); ++d) {
-    if (begin[d] < 0 || size[d] < -1)
-      ctx.fail("begin " + shape_string(begin) + " must be >= 0 and size " + shape_string(size) +
-               " >= -1");
-    const std::int64_t extent = x.known && d < x.dims.size() ? x.dims[d] : -1;
-    if (extent >= 0 && (begin[d] > extent || (size[d] >= 0 && begin[d] + size[d] > extent)))
-      ctx.fail("begin " + shape_string(begin) + " and size " + shape_string(size) +
-               " reach outside " + ctx.describe_input(0));
-    dims[d] = size[d] >= 0 ? size[d] : (extent >= 0 ? extent - begin[d] : -1);
-  }
-  if (x.known && x.dims.size() != size.size())
-    ctx.fail("begin and size have " + std::to_string(size.size()) + " entries, " +
-             ctx.describe_input(0) + " has another rank");
-  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
-}
-
-// Range(start, limit, delta): scalars of one number dtype; a vector of that dtype.
-inline std::vector<OutputSpec> infer_range(const InferenceContext& ctx) {
-  for (std::size_t i = 0; i < 3; ++i) {
-    if (!is_numeric(ctx.input_dtypes[i]))
-      ctx.fail("start, limit and delta must be numbers, got " + ctx.describe_input(i));
-    ctx.expect_same_dtype(0, i);
-    if (ctx.input_shapes[i].known && !ctx.input_shapes[i].dims.empty())
-      ctx.fail("start, limit and delta must be scalars, got " + ctx.describe_input(i));
-  }
-  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of({-1})}};
-}
-
-// "axis 3 is out of range for 'x:0' float32[2,3] (rank 2)".
-inline std::string axis_out_of_range(const InferenceContext& ctx, std::int64_t axis,
-                                     std::size_t input = 0) {
-  return "axis " + std::to_string(axis) + " is out of range for " + ctx.describe_input(input) +
-         " (rank " + std::to_string(ctx.input_shapes[input].rank()) + ")";
-}
+PSFLOW_DECL std::optional<std::int64_t> wrap_axis(std::int64_t axis, std::int64_t rank);
 
 // True when `perm` holds each of 0 .. perm.size()-1 once.
-inline bool is_permutation(const std::vector<std::int64_t>& perm) {
-  std::vector<bool> seen(perm.size(), false);
-  for (auto p : perm) {
-    if (p < 0 || p >= static_cast<std::int64_t>(perm.size()) || seen[static_cast<std::size_t>(p)])
-      return false;
-    seen[static_cast<std::size_t>(p)] = true;
-  }
-  return true;
-}
-
-// Transpose(x) with attr perm (empty: the axes reversed, as tf.transpose).
-inline std::vector<OutputSpec> infer_transpose(const InferenceContext& ctx) {
-  const auto& perm = ctx.attr<std::vector<std::int64_t>>("perm");
-  const auto& x = ctx.input_shapes[0];
-  if (!is_permutation(perm))
-    ctx.fail("perm " + int_list(perm) + " is not a permutation of 0.." +
-             std::to_string(static_cast<std::int64_t>(perm.size()) - 1));
-  if (!x.known)
-    return {OutputSpec{ctx.input_dtypes[0],
-                       perm.empty()
-                           ? PartialShape::unknown()
-                           : PartialShape::of(std::vector<std::int64_t>(perm.size(), -1))}};
-  if (!perm.empty() && perm.size() != x.dims.size())
-    ctx.fail("perm " + int_list(perm) + " has " + std::to_string(perm.size()) + " entries, " +
-             ctx.describe_input(0) + " has rank " + std::to_string(x.dims.size()) +
-             ": perm must be a permutation of its axes");
-  std::vector<std::int64_t> dims(x.dims.rbegin(), x.dims.rend());
-  for (std::size_t i = 0; i < perm.size(); ++i) dims[i] = x.dims[static_cast<std::size_t>(perm[i])];
-  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
-}
-
-// Split(x) with attrs num_split and axis: num_split equal blocks along the axis.
-inline std::vector<OutputSpec> infer_split(const InferenceContext& ctx) {
-  const auto num = ctx.attr<std::int64_t>("num_split");
-  const auto axis = ctx.attr<std::int64_t>("axis");
-  if (num < 1) ctx.fail("num_split must be at least 1, got " + std::to_string(num));
-  const auto& x = ctx.input_shapes[0];
-  std::vector<OutputSpec> out(static_cast<std::size_t>(num),
-                              OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()});
-  if (!x.known) return out;
-  const auto a = wrap_axis(axis, x.rank());
-  if (!a) ctx.fail(axis_out_of_range(ctx, axis));
-  auto dims = x.dims;
-  auto& d = dims[static_cast<std::size_t>(*a)];
-  if (d >= 0) {
-    if (d % num != 0)
-      ctx.fail("num_split " + std::to_string(num) + " does not evenly divide dimension " +
-               std::to_string(*a) + " (size " + std::to_string(d) + ") of " +
-               ctx.describe_input(0));
-    d /= num;
-  }
-  for (auto& spec : out) spec.shape = PartialShape::of(dims);
-  return out;
-}
-
-// SplitV(x) with attrs size_splits (one may be -1: the rest) and axis.
-inline std::vector<OutputSpec> infer_split_v(const InferenceContext& ctx) {
-  auto sizes = ctx.attr<std::vector<std::int64_t>>("size_splits");
-  const auto axis = ctx.attr<std::int64_t>("axis");
-  if (sizes.empty()) ctx.fail("size_splits must have at least one entry");
-  int unknown = -1;
-  std::int64_t known_sum = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == -1) {
-      if (unknown >= 0)
-        ctx.fail("at most one entry of size_splits " + int_list(sizes) + " may be -1");
-      unknown = static_cast<int>(i);
-    } else if (sizes[i] < 0) {
-      ctx.fail("size_splits " + int_list(sizes) + " has a negative size (only one -1 is allowed)");
-    } else {
-      known_sum += sizes[i];
-    }
-  }
-  const auto& x = ctx.input_shapes[0];
-  std::vector<OutputSpec> out(sizes.size(),
-                              OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()});
-  if (!x.known) return out;
-  const auto a = wrap_axis(axis, x.rank());
-  if (!a) ctx.fail(axis_out_of_range(ctx, axis));
-  const auto dim = x.dims[static_cast<std::size_t>(*a)];
-  if (dim >= 0) {
-    if (unknown >= 0 && known_sum > dim)
-      ctx.fail("size_splits " + int_list(sizes) + " add up to more than dimension " +
-               std::to_string(*a) + " (size " + std::to_string(dim) + ") of " +
-               ctx.describe_input(0));
-    if (unknown < 0 && known_sum != dim)
-      ctx.fail("size_splits " + int_list(sizes) + " add up to " + std::to_string(known_sum) +
-               ", dimension " + std::to_string(*a) + " of " + ctx.describe_input(0) + " has size " +
-               std::to_string(dim));
-    if (unknown >= 0) sizes[static_cast<std::size_t>(unknown)] = dim - known_sum;
-  }
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    auto dims = x.dims;
-    dims[static_cast<std::size_t>(*a)] = sizes[i];
-    out[i].shape = PartialShape::of(dims);
-  }
-  return out;
-}
+PSFLOW_DECL bool is_permutation(const std::vector<std::int64_t>& perm);
 
 // "[[1,2],[0,0]]" from Pad's flat paddings attribute.
-inline std::string paddings_string(const std::vector<std::int64_t>& flat) {
-  std::string out = "[";
-  for (std::size_t i = 0; i + 1 < flat.size(); i += 2)
-    out += (i ? ",[" : "[") + std::to_string(flat[i]) + "," + std::to_string(flat[i + 1]) + "]";
-  return out + "]";
-}
-
-// Pad(x) with attr paddings: (before, after) per axis, flattened.
-inline std::vector<OutputSpec> infer_pad(const InferenceContext& ctx) {
-  const auto& p = ctx.attr<std::vector<std::int64_t>>("paddings");
-  if (p.size() % 2 != 0) ctx.fail("paddings must hold one (before, after) pair per axis");
-  for (auto v : p)
-    if (v < 0) ctx.fail("paddings " + paddings_string(p) + " must be non-negative");
-  const std::size_t rank = p.size() / 2;
-  const auto& x = ctx.input_shapes[0];
-  if (x.known && x.dims.size() != rank)
-    ctx.fail("paddings " + paddings_string(p) + " has " + std::to_string(rank) + " pairs, " +
-             ctx.describe_input(0) + " has rank " + std::to_string(x.dims.size()) +
-             ": give one (before, after) pair per axis");
-  std::vector<std::int64_t> dims(rank, -1);
-  for (std::size_t d = 0; d < rank; ++d)
-    if (x.known && x.dims[d] >= 0) dims[d] = x.dims[d] + p[2 * d] + p[2 * d + 1];
-  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
-}
+PSFLOW_DECL std::string paddings_string(const std::vector<std::int64_t>& flat);
 
 // StridedSlice's attributes: python-slice begin/end/strides per leading axis and TF's masks.
 struct StridedSliceAttrs {
@@ -369,8 +115,381 @@ std::vector<StridedSliceDim> resolve_strided_slice(const std::vector<std::int64_
   return out;
 }
 
+}  // namespace detail
+
+namespace ops {
+
+// A constant tensor baked into the graph.
+PSFLOW_DECL Output constant(Graph& graph, const Tensor& value, std::string_view name = "");
+
+// A rank-0 constant of `like`'s dtype holding `value` (for `x * 0.5` and friends).
+PSFLOW_DECL Output scalar_like(Output like, double value, std::string_view name = "");
+
+// A value fed at run time; shape dimensions of -1 are unknown.
+PSFLOW_DECL Output placeholder(Graph& graph, DType dtype, std::vector<std::int64_t> shape,
+                               std::string_view name = "");
+
+// A tensor of `shape` whose every element is `value`, computed when run (no big constant
+// stored in the graph, so it is cheap to ship to another task).
+PSFLOW_DECL Output fill(Graph& graph, DType dtype, const Shape& shape, double value,
+                        std::string_view name = "");
+PSFLOW_DECL Output zeros(Graph& graph, DType dtype, const Shape& shape, std::string_view name = "");
+PSFLOW_DECL Output ones(Graph& graph, DType dtype, const Shape& shape, std::string_view name = "");
+
+PSFLOW_DECL Output identity(Output x, std::string_view name = "");
+
+// Same elements, new shape; one dimension may be -1 (inferred).
+PSFLOW_DECL Output reshape(Output x, std::vector<std::int64_t> shape, std::string_view name = "");
+
+// The values joined along `axis` (TF's tf.concat); all have one dtype and, outside the axis,
+// one shape. One value is returned as it is.
+PSFLOW_DECL Output concat(const std::vector<Output>& values, int axis, std::string_view name = "");
+
+// The block of x starting at `begin` with `size` elements per axis (-1: the rest of the axis).
+PSFLOW_DECL Output slice(Output x, std::vector<std::int64_t> begin, std::vector<std::int64_t> size,
+                         std::string_view name = "");
+
+// The run-time shape of x as an int64 vector (TF's tf.shape with out_type int64).
+PSFLOW_DECL Output shape(Output x, std::string_view name = "");
+// The number of elements of x as an int64 scalar (TF's tf.size with out_type int64).
+PSFLOW_DECL Output size(Output x, std::string_view name = "");
+// start, start + delta, ... up to but not including limit (TF's tf.range), for number scalars
+// of one dtype; start past limit in delta's direction is an error at run time, as in TF.
+PSFLOW_DECL Output range(Output start, Output limit, Output delta, std::string_view name = "");
+
+// x with its axes permuted: output axis i is x's axis perm[i] (TF's tf.transpose); an empty perm
+// reverses the axes.
+PSFLOW_DECL Output transpose(Output x, std::vector<int> perm = {}, std::string_view name = "");
+
+// TF1's tf.split with an integer: num_split equal pieces of value along axis ("Split").
+PSFLOW_DECL std::vector<Output> split(Output value, int num_split, int axis = 0,
+                                      std::string_view name = "");
+
+// TF1's tf.split with a list of sizes: pieces of those sizes along axis, one size may be -1 (the
+// rest) ("SplitV"). A one-element list must be spelled std::vector<std::int64_t>{n}: a braced
+// {n} picks the num_split overload.
+PSFLOW_DECL std::vector<Output> split(Output value, std::vector<std::int64_t> size_splits,
+                                      int axis = 0, std::string_view name = "");
+
+// x with paddings[i].first zeros before and paddings[i].second after it along axis i (TF1's
+// tf.pad in CONSTANT mode with 0).
+PSFLOW_DECL Output pad(Output x, std::vector<std::pair<std::int64_t, std::int64_t>> paddings,
+                       std::string_view name = "");
+
+// x[begin:end:strides] like a python slice per leading axis (TF's tf.strided_slice): negative
+// indices count from the end, ends clamp, strides may be negative (default: 1s); axes past the
+// spec are taken whole. Bit i of begin_mask / end_mask ignores begin[i] / end[i] (the whole
+// range); bit i of shrink_axis_mask takes the single index begin[i] and drops the axis.
+PSFLOW_DECL Output strided_slice(Output x, std::vector<std::int64_t> begin,
+                                 std::vector<std::int64_t> end,
+                                 std::vector<std::int64_t> strides = {}, int begin_mask = 0,
+                                 int end_mask = 0, int shrink_axis_mask = 0,
+                                 std::string_view name = "");
+
+// The gradient of strided_slice(like, ...): dy scattered into zeros shaped like `like` at run
+// time (TF's StridedSliceGrad, with the shape taken from `like`).
+PSFLOW_DECL Output strided_slice_grad(Output like, Output dy, std::vector<std::int64_t> begin,
+                                      std::vector<std::int64_t> end,
+                                      std::vector<std::int64_t> strides = {}, int begin_mask = 0,
+                                      int end_mask = 0, int shrink_axis_mask = 0,
+                                      std::string_view name = "");
+
+// The values, of one dtype and shape, stacked along a new axis (TF's tf.stack, "Pack").
+PSFLOW_DECL Output stack(const std::vector<Output>& values, int axis = 0,
+                         std::string_view name = "");
+
+// value's slices along axis (TF's tf.unstack, "Unpack"); the axis's size must be known when
+// the graph is built.
+PSFLOW_DECL std::vector<Output> unstack(Output value, int axis = 0, std::string_view name = "");
+
+// x repeated multiples[i] times along axis i (TF's tf.tile).
+PSFLOW_DECL Output tile(Output x, std::vector<std::int64_t> multiples, std::string_view name = "");
+
+// x with a new axis of size 1 at `axis`; a negative axis counts from rank + 1 (TF's
+// tf.expand_dims).
+PSFLOW_DECL Output expand_dims(Output x, int axis, std::string_view name = "");
+
+// x without the given axes, which must have size 1 (empty: every axis of size 1) (TF's
+// tf.squeeze).
+PSFLOW_DECL Output squeeze(Output x, std::vector<int> axis = {}, std::string_view name = "");
+
+// One-hot rows (TF's tf.one_hot): a new axis of size depth at `axis` (-1: last) holding on_value
+// at each index and off_value elsewhere; an index outside [0, depth) gives all off_value.
+PSFLOW_DECL Output one_hot(Output indices, std::int64_t depth, double on_value = 1,
+                           double off_value = 0, int axis = -1, DType dtype = DType::float32,
+                           std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
+
+// Resolves one -1 in a reshape target against a known element count; fails when impossible.
+PSFLOW_DECL std::vector<std::int64_t> resolve_reshape(const InferenceContext& ctx,
+                                                      std::vector<std::int64_t> target,
+                                                      std::optional<std::int64_t> elements) {
+  int unknown = -1;
+  std::int64_t known_product = 1;
+  for (std::size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == -1) {
+      if (unknown >= 0)
+        ctx.fail("at most one dimension of the new shape may be -1, got " + shape_string(target));
+      unknown = static_cast<int>(i);
+    } else if (target[i] < 0) {
+      ctx.fail("new shape " + shape_string(target) + " has a negative dimension");
+    } else {
+      known_product *= target[i];
+    }
+  }
+  if (!elements) return target;
+  if (unknown >= 0) {
+    if (known_product == 0 || *elements % known_product != 0)
+      ctx.fail("cannot reshape " + ctx.describe_input(0) + " to " + shape_string(target));
+    target[static_cast<std::size_t>(unknown)] = *elements / known_product;
+  } else if (known_product != *elements) {
+    ctx.fail("cannot reshape " + ctx.describe_input(0) + " (" + std::to_string(*elements) +
+             " elements) to " + shape_string(target) + " (" + std::to_string(known_product) +
+             " elements)");
+  }
+  return target;
+}
+
+PSFLOW_DECL std::optional<std::int64_t> wrap_axis(std::int64_t axis, std::int64_t rank) {
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+PSFLOW_DECL std::vector<OutputSpec> infer_const(const InferenceContext& ctx) {
+  const auto& value = ctx.attr<Tensor>("value");
+  return {OutputSpec{value.dtype(), PartialShape::of_shape(value.shape())}};
+}
+
+PSFLOW_DECL std::vector<OutputSpec> infer_placeholder(const InferenceContext& ctx) {
+  const auto& dims = ctx.attr<std::vector<std::int64_t>>("shape");
+  for (auto d : dims)
+    if (d < -1)
+      ctx.fail("placeholder dimension " + std::to_string(d) + " is invalid (use -1 for unknown)");
+  return {OutputSpec{ctx.attr<DType>("dtype"), PartialShape::of(dims)}};
+}
+
+PSFLOW_DECL std::vector<OutputSpec> infer_reshape(const InferenceContext& ctx) {
+  auto target = ctx.attr<std::vector<std::int64_t>>("shape");
+  auto dims = resolve_reshape(ctx, target, ctx.input_shapes[0].num_elements());
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
+}
+
+// ConcatV2(values...) with attr axis (psflow keeps the axis an attribute, TF makes it a tensor).
+PSFLOW_DECL std::vector<OutputSpec> infer_concat(const InferenceContext& ctx) {
+  if (ctx.input_dtypes.empty()) ctx.fail("needs at least one value to concatenate");
+  for (std::size_t i = 1; i < ctx.input_dtypes.size(); ++i) ctx.expect_same_dtype(0, i);
+  const auto given_axis = ctx.attr<std::int64_t>("axis");
+  std::optional<std::vector<std::int64_t>> dims;
+  std::int64_t axis = given_axis;
+  for (std::size_t i = 0; i < ctx.input_shapes.size(); ++i) {
+    const auto& s = ctx.input_shapes[i];
+    if (!s.known) return {OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()}};
+    const auto rank = static_cast<std::int64_t>(s.dims.size());
+    const auto wrapped = wrap_axis(given_axis, rank);  // negative: counted from the end, as TF
+    if (!wrapped)
+      ctx.fail("axis " + std::to_string(given_axis) + " is out of range for " +
+               ctx.describe_input(i));
+    axis = *wrapped;
+    if (!dims) {
+      dims = s.dims;
+      continue;
+    }
+    if (dims->size() != s.dims.size())
+      ctx.fail("every value must have the same rank, got " + ctx.describe_input(0) + " and " +
+               ctx.describe_input(i));
+    for (std::size_t d = 0; d < s.dims.size(); ++d) {
+      auto& out = (*dims)[d];
+      if (static_cast<std::int64_t>(d) == axis) {
+        out = (out < 0 || s.dims[d] < 0) ? -1 : out + s.dims[d];
+      } else if (out >= 0 && s.dims[d] >= 0 && out != s.dims[d]) {
+        ctx.fail("dimension " + std::to_string(d) + " must match outside the axis, got " +
+                 ctx.describe_input(0) + " and " + ctx.describe_input(i));
+      } else if (out < 0) {
+        out = s.dims[d];
+      }
+    }
+  }
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(*dims)}};
+}
+
+// Slice(x) with attrs begin and size (-1: to the end of the axis).
+PSFLOW_DECL std::vector<OutputSpec> infer_slice(const InferenceContext& ctx) {
+  const auto& begin = ctx.attr<std::vector<std::int64_t>>("begin");
+  const auto& size = ctx.attr<std::vector<std::int64_t>>("size");
+  if (begin.size() != size.size())
+    ctx.fail("begin " + shape_string(begin) + " and size " + shape_string(size) +
+             " need one entry per axis each");
+  const auto& x = ctx.input_shapes[0];
+  std::vector<std::int64_t> dims(size.size(), -1);
+  for (std::size_t d = 0; d < size.size(); ++d) {
+    if (begin[d] < 0 || size[d] < -1)
+      ctx.fail("begin " + shape_string(begin) + " must be >= 0 and size " + shape_string(size) +
+               " >= -1");
+    const std::int64_t extent = x.known && d < x.dims.size() ? x.dims[d] : -1;
+    if (extent >= 0 && (begin[d] > extent || (size[d] >= 0 && begin[d] + size[d] > extent)))
+      ctx.fail("begin " + shape_string(begin) + " and size " + shape_string(size) +
+               " reach outside " + ctx.describe_input(0));
+    dims[d] = size[d] >= 0 ? size[d] : (extent >= 0 ? extent - begin[d] : -1);
+  }
+  if (x.known && x.dims.size() != size.size())
+    ctx.fail("begin and size have " + std::to_string(size.size()) + " entries, " +
+             ctx.describe_input(0) + " has another rank");
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
+}
+
+// Range(start, limit, delta): scalars of one number dtype; a vector of that dtype.
+PSFLOW_DECL std::vector<OutputSpec> infer_range(const InferenceContext& ctx) {
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (!is_numeric(ctx.input_dtypes[i]))
+      ctx.fail("start, limit and delta must be numbers, got " + ctx.describe_input(i));
+    ctx.expect_same_dtype(0, i);
+    if (ctx.input_shapes[i].known && !ctx.input_shapes[i].dims.empty())
+      ctx.fail("start, limit and delta must be scalars, got " + ctx.describe_input(i));
+  }
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of({-1})}};
+}
+
+// "axis 3 is out of range for 'x:0' float32[2,3] (rank 2)".
+PSFLOW_DECL std::string axis_out_of_range(const InferenceContext& ctx, std::int64_t axis,
+                                          std::size_t input = 0) {
+  return "axis " + std::to_string(axis) + " is out of range for " + ctx.describe_input(input) +
+         " (rank " + std::to_string(ctx.input_shapes[input].rank()) + ")";
+}
+
+PSFLOW_DECL bool is_permutation(const std::vector<std::int64_t>& perm) {
+  std::vector<bool> seen(perm.size(), false);
+  for (auto p : perm) {
+    if (p < 0 || p >= static_cast<std::int64_t>(perm.size()) || seen[static_cast<std::size_t>(p)])
+      return false;
+    seen[static_cast<std::size_t>(p)] = true;
+  }
+  return true;
+}
+
+// Transpose(x) with attr perm (empty: the axes reversed, as tf.transpose).
+PSFLOW_DECL std::vector<OutputSpec> infer_transpose(const InferenceContext& ctx) {
+  const auto& perm = ctx.attr<std::vector<std::int64_t>>("perm");
+  const auto& x = ctx.input_shapes[0];
+  if (!is_permutation(perm))
+    ctx.fail("perm " + int_list(perm) + " is not a permutation of 0.." +
+             std::to_string(static_cast<std::int64_t>(perm.size()) - 1));
+  if (!x.known)
+    return {OutputSpec{ctx.input_dtypes[0],
+                       perm.empty()
+                           ? PartialShape::unknown()
+                           : PartialShape::of(std::vector<std::int64_t>(perm.size(), -1))}};
+  if (!perm.empty() && perm.size() != x.dims.size())
+    ctx.fail("perm " + int_list(perm) + " has " + std::to_string(perm.size()) + " entries, " +
+             ctx.describe_input(0) + " has rank " + std::to_string(x.dims.size()) +
+             ": perm must be a permutation of its axes");
+  std::vector<std::int64_t> dims(x.dims.rbegin(), x.dims.rend());
+  for (std::size_t i = 0; i < perm.size(); ++i) dims[i] = x.dims[static_cast<std::size_t>(perm[i])];
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
+}
+
+// Split(x) with attrs num_split and axis: num_split equal blocks along the axis.
+PSFLOW_DECL std::vector<OutputSpec> infer_split(const InferenceContext& ctx) {
+  const auto num = ctx.attr<std::int64_t>("num_split");
+  const auto axis = ctx.attr<std::int64_t>("axis");
+  if (num < 1) ctx.fail("num_split must be at least 1, got " + std::to_string(num));
+  const auto& x = ctx.input_shapes[0];
+  std::vector<OutputSpec> out(static_cast<std::size_t>(num),
+                              OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()});
+  if (!x.known) return out;
+  const auto a = wrap_axis(axis, x.rank());
+  if (!a) ctx.fail(axis_out_of_range(ctx, axis));
+  auto dims = x.dims;
+  auto& d = dims[static_cast<std::size_t>(*a)];
+  if (d >= 0) {
+    if (d % num != 0)
+      ctx.fail("num_split " + std::to_string(num) + " does not evenly divide dimension " +
+               std::to_string(*a) + " (size " + std::to_string(d) + ") of " +
+               ctx.describe_input(0));
+    d /= num;
+  }
+  for (auto& spec : out) spec.shape = PartialShape::of(dims);
+  return out;
+}
+
+// SplitV(x) with attrs size_splits (one may be -1: the rest) and axis.
+PSFLOW_DECL std::vector<OutputSpec> infer_split_v(const InferenceContext& ctx) {
+  auto sizes = ctx.attr<std::vector<std::int64_t>>("size_splits");
+  const auto axis = ctx.attr<std::int64_t>("axis");
+  if (sizes.empty()) ctx.fail("size_splits must have at least one entry");
+  int unknown = -1;
+  std::int64_t known_sum = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1) {
+      if (unknown >= 0)
+        ctx.fail("at most one entry of size_splits " + int_list(sizes) + " may be -1");
+      unknown = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      ctx.fail("size_splits " + int_list(sizes) + " has a negative size (only one -1 is allowed)");
+    } else {
+      known_sum += sizes[i];
+    }
+  }
+  const auto& x = ctx.input_shapes[0];
+  std::vector<OutputSpec> out(sizes.size(),
+                              OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()});
+  if (!x.known) return out;
+  const auto a = wrap_axis(axis, x.rank());
+  if (!a) ctx.fail(axis_out_of_range(ctx, axis));
+  const auto dim = x.dims[static_cast<std::size_t>(*a)];
+  if (dim >= 0) {
+    if (unknown >= 0 && known_sum > dim)
+      ctx.fail("size_splits " + int_list(sizes) + " add up to more than dimension " +
+               std::to_string(*a) + " (size " + std::to_string(dim) + ") of " +
+               ctx.describe_input(0));
+    if (unknown < 0 && known_sum != dim)
+      ctx.fail("size_splits " + int_list(sizes) + " add up to " + std::to_string(known_sum) +
+               ", dimension " + std::to_string(*a) + " of " + ctx.describe_input(0) + " has size " +
+               std::to_string(dim));
+    if (unknown >= 0) sizes[static_cast<std::size_t>(unknown)] = dim - known_sum;
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    auto dims = x.dims;
+    dims[static_cast<std::size_t>(*a)] = sizes[i];
+    out[i].shape = PartialShape::of(dims);
+  }
+  return out;
+}
+
+PSFLOW_DECL std::string paddings_string(const std::vector<std::int64_t>& flat) {
+  std::string out = "[";
+  for (std::size_t i = 0; i + 1 < flat.size(); i += 2)
+    out += (i ? ",[" : "[") + std::to_string(flat[i]) + "," + std::to_string(flat[i + 1]) + "]";
+  return out + "]";
+}
+
+// Pad(x) with attr paddings: (before, after) per axis, flattened.
+PSFLOW_DECL std::vector<OutputSpec> infer_pad(const InferenceContext& ctx) {
+  const auto& p = ctx.attr<std::vector<std::int64_t>>("paddings");
+  if (p.size() % 2 != 0) ctx.fail("paddings must hold one (before, after) pair per axis");
+  for (auto v : p)
+    if (v < 0) ctx.fail("paddings " + paddings_string(p) + " must be non-negative");
+  const std::size_t rank = p.size() / 2;
+  const auto& x = ctx.input_shapes[0];
+  if (x.known && x.dims.size() != rank)
+    ctx.fail("paddings " + paddings_string(p) + " has " + std::to_string(rank) + " pairs, " +
+             ctx.describe_input(0) + " has rank " + std::to_string(x.dims.size()) +
+             ": give one (before, after) pair per axis");
+  std::vector<std::int64_t> dims(rank, -1);
+  for (std::size_t d = 0; d < rank; ++d)
+    if (x.known && x.dims[d] >= 0) dims[d] = x.dims[d] + p[2 * d] + p[2 * d + 1];
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
+}
+
 // The output dims of a resolved strided slice (shrunk axes left out).
-inline std::vector<std::int64_t> strided_slice_output_dims(
+PSFLOW_DECL std::vector<std::int64_t> strided_slice_output_dims(
     const std::vector<StridedSliceDim>& resolved) {
   std::vector<std::int64_t> dims;
   for (const auto& d : resolved)
@@ -378,7 +497,7 @@ inline std::vector<std::int64_t> strided_slice_output_dims(
   return dims;
 }
 
-inline std::vector<OutputSpec> infer_strided_slice(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_strided_slice(const InferenceContext& ctx) {
   const auto attrs = StridedSliceAttrs::of(ctx.attrs, ctx.node_name);
   const auto& x = ctx.input_shapes[0];
   auto fail = [&](const std::string& message) { ctx.fail(message); };
@@ -391,7 +510,7 @@ inline std::vector<OutputSpec> infer_strided_slice(const InferenceContext& ctx) 
 }
 
 // StridedSliceGrad(like, dy): dy scattered into zeros shaped like `like` (the sliced input).
-inline std::vector<OutputSpec> infer_strided_slice_grad(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_strided_slice_grad(const InferenceContext& ctx) {
   ctx.expect_same_dtype(0, 1);
   const auto attrs = StridedSliceAttrs::of(ctx.attrs, ctx.node_name);
   const auto& like = ctx.input_shapes[0];
@@ -406,7 +525,7 @@ inline std::vector<OutputSpec> infer_strided_slice_grad(const InferenceContext& 
 }
 
 // Pack(values...) with attr axis: the values, of one shape, stacked along a new axis.
-inline std::vector<OutputSpec> infer_pack(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_pack(const InferenceContext& ctx) {
   if (ctx.input_dtypes.empty()) ctx.fail("needs at least one value to stack");
   PartialShape shape = ctx.input_shapes[0];
   for (std::size_t i = 1; i < ctx.input_dtypes.size(); ++i) {
@@ -429,7 +548,7 @@ inline std::vector<OutputSpec> infer_pack(const InferenceContext& ctx) {
 }
 
 // Unpack(x) with attrs num and axis: the num slices of x along the axis.
-inline std::vector<OutputSpec> infer_unpack(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_unpack(const InferenceContext& ctx) {
   const auto num = ctx.attr<std::int64_t>("num");
   const auto axis = ctx.attr<std::int64_t>("axis");
   if (num < 0) ctx.fail("num must be non-negative, got " + std::to_string(num));
@@ -450,7 +569,7 @@ inline std::vector<OutputSpec> infer_unpack(const InferenceContext& ctx) {
 }
 
 // Tile(x) with attr multiples: x repeated multiples[i] times along axis i.
-inline std::vector<OutputSpec> infer_tile(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_tile(const InferenceContext& ctx) {
   const auto& m = ctx.attr<std::vector<std::int64_t>>("multiples");
   for (auto v : m)
     if (v < 0) ctx.fail("multiples " + int_list(m) + " must be non-negative");
@@ -467,7 +586,7 @@ inline std::vector<OutputSpec> infer_tile(const InferenceContext& ctx) {
 }
 
 // ExpandDims(x) with attr axis in [-rank-1, rank]: a new axis of size 1.
-inline std::vector<OutputSpec> infer_expand_dims(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_expand_dims(const InferenceContext& ctx) {
   const auto axis = ctx.attr<std::int64_t>("axis");
   const auto& x = ctx.input_shapes[0];
   if (!x.known) return {OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()}};
@@ -481,7 +600,7 @@ inline std::vector<OutputSpec> infer_expand_dims(const InferenceContext& ctx) {
 }
 
 // Squeeze(x) with attr squeeze_dims (empty: every axis of size 1).
-inline std::vector<OutputSpec> infer_squeeze(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_squeeze(const InferenceContext& ctx) {
   const auto& axes = ctx.attr<std::vector<std::int64_t>>("squeeze_dims");
   const auto& x = ctx.input_shapes[0];
   if (!x.known) return {OutputSpec{ctx.input_dtypes[0], PartialShape::unknown()}};
@@ -509,7 +628,7 @@ inline std::vector<OutputSpec> infer_squeeze(const InferenceContext& ctx) {
 }
 
 // OneHot(indices) with attrs depth, on_value, off_value, axis (-1: last) and dtype.
-inline std::vector<OutputSpec> infer_one_hot(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_one_hot(const InferenceContext& ctx) {
   if (ctx.input_dtypes[0] != DType::int32 && ctx.input_dtypes[0] != DType::int64)
     ctx.fail("indices must be int32 or int64, got " + ctx.describe_input(0));
   const auto depth = ctx.attr<std::int64_t>("depth");
@@ -527,18 +646,16 @@ inline std::vector<OutputSpec> infer_one_hot(const InferenceContext& ctx) {
   return {OutputSpec{dtype, PartialShape::of(dims)}};
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// A constant tensor baked into the graph.
-inline Output constant(Graph& graph, const Tensor& value, std::string_view name = "") {
+PSFLOW_DECL Output constant(Graph& graph, const Tensor& value, std::string_view name) {
   if (value.empty()) throw InvalidArgument("ops::constant: the value is an empty Tensor");
   return detail::build_source_op(graph, "Const", {{"value", value}}, name, "Const").output(0);
 }
 
-// A rank-0 constant of `like`'s dtype holding `value` (for `x * 0.5` and friends).
-inline Output scalar_like(Output like, double value, std::string_view name = "") {
+PSFLOW_DECL Output scalar_like(Output like, double value, std::string_view name) {
   Tensor t = visit_numeric_dtype(like.dtype(), "scalar constant", [&](auto tag) {
     using T = typename decltype(tag)::type;
     return Tensor(static_cast<T>(value));
@@ -546,19 +663,16 @@ inline Output scalar_like(Output like, double value, std::string_view name = "")
   return constant(like.graph(), t, name);
 }
 
-// A value fed at run time; shape dimensions of -1 are unknown.
-inline Output placeholder(Graph& graph, DType dtype, std::vector<std::int64_t> shape,
-                          std::string_view name = "") {
+PSFLOW_DECL Output placeholder(Graph& graph, DType dtype, std::vector<std::int64_t> shape,
+                               std::string_view name) {
   return detail::build_source_op(graph, "Placeholder",
                                  {{"dtype", dtype}, {"shape", std::move(shape)}}, name,
                                  "Placeholder")
       .output(0);
 }
 
-// A tensor of `shape` whose every element is `value`, computed when run (no big constant
-// stored in the graph, so it is cheap to ship to another task).
-inline Output fill(Graph& graph, DType dtype, const Shape& shape, double value,
-                   std::string_view name = "") {
+PSFLOW_DECL Output fill(Graph& graph, DType dtype, const Shape& shape, double value,
+                        std::string_view name) {
   return detail::build_source_op(graph, "Fill",
                                  {{"dtype", dtype},
                                   {"shape", std::vector<std::int64_t>(shape.begin(), shape.end())},
@@ -566,63 +680,56 @@ inline Output fill(Graph& graph, DType dtype, const Shape& shape, double value,
                                  name, "Fill")
       .output(0);
 }
-inline Output zeros(Graph& graph, DType dtype, const Shape& shape, std::string_view name = "") {
+
+PSFLOW_DECL Output zeros(Graph& graph, DType dtype, const Shape& shape, std::string_view name) {
   return fill(graph, dtype, shape, 0.0, name.empty() ? "zeros" : name);
 }
-inline Output ones(Graph& graph, DType dtype, const Shape& shape, std::string_view name = "") {
+
+PSFLOW_DECL Output ones(Graph& graph, DType dtype, const Shape& shape, std::string_view name) {
   return fill(graph, dtype, shape, 1.0, name.empty() ? "ones" : name);
 }
 
-inline Output identity(Output x, std::string_view name = "") {
+PSFLOW_DECL Output identity(Output x, std::string_view name) {
   return detail::build_op("Identity", {x}, {}, name, "Identity").output(0);
 }
 
-// Same elements, new shape; one dimension may be -1 (inferred).
-inline Output reshape(Output x, std::vector<std::int64_t> shape, std::string_view name = "") {
+PSFLOW_DECL Output reshape(Output x, std::vector<std::int64_t> shape, std::string_view name) {
   return detail::build_op("Reshape", {x}, {{"shape", std::move(shape)}}, name, "Reshape").output(0);
 }
 
-// The values joined along `axis` (TF's tf.concat); all have one dtype and, outside the axis,
-// one shape. One value is returned as it is.
-inline Output concat(const std::vector<Output>& values, int axis, std::string_view name = "") {
+PSFLOW_DECL Output concat(const std::vector<Output>& values, int axis, std::string_view name) {
   if (values.empty()) throw InvalidArgument("ops::concat: no values given");
   if (values.size() == 1) return values.front();
   return detail::build_op("ConcatV2", values, {{"axis", std::int64_t{axis}}}, name, "concat")
       .output(0);
 }
 
-// The block of x starting at `begin` with `size` elements per axis (-1: the rest of the axis).
-inline Output slice(Output x, std::vector<std::int64_t> begin, std::vector<std::int64_t> size,
-                    std::string_view name = "") {
+PSFLOW_DECL Output slice(Output x, std::vector<std::int64_t> begin, std::vector<std::int64_t> size,
+                         std::string_view name) {
   return detail::build_op("Slice", {x}, {{"begin", std::move(begin)}, {"size", std::move(size)}},
                           name, "Slice")
       .output(0);
 }
 
-// The run-time shape of x as an int64 vector (TF's tf.shape with out_type int64).
-inline Output shape(Output x, std::string_view name = "") {
+PSFLOW_DECL Output shape(Output x, std::string_view name) {
   return detail::build_op("Shape", {x}, {}, name, "Shape").output(0);
 }
-// The number of elements of x as an int64 scalar (TF's tf.size with out_type int64).
-inline Output size(Output x, std::string_view name = "") {
+
+PSFLOW_DECL Output size(Output x, std::string_view name) {
   return detail::build_op("Size", {x}, {}, name, "Size").output(0);
 }
-// start, start + delta, ... up to but not including limit (TF's tf.range), for number scalars
-// of one dtype; start past limit in delta's direction is an error at run time, as in TF.
-inline Output range(Output start, Output limit, Output delta, std::string_view name = "") {
+
+PSFLOW_DECL Output range(Output start, Output limit, Output delta, std::string_view name) {
   return detail::build_op("Range", {start, limit, delta}, {}, name, "range").output(0);
 }
 
-// x with its axes permuted: output axis i is x's axis perm[i] (TF's tf.transpose); an empty perm
-// reverses the axes.
-inline Output transpose(Output x, std::vector<int> perm = {}, std::string_view name = "") {
+PSFLOW_DECL Output transpose(Output x, std::vector<int> perm, std::string_view name) {
   return detail::build_op("Transpose", {x}, {{"perm", detail::to_dims(perm)}}, name, "transpose")
       .output(0);
 }
 
-// TF1's tf.split with an integer: num_split equal pieces of value along axis ("Split").
-inline std::vector<Output> split(Output value, int num_split, int axis = 0,
-                                 std::string_view name = "") {
+PSFLOW_DECL std::vector<Output> split(Output value, int num_split, int axis,
+                                      std::string_view name) {
   auto op = detail::build_op("Split", {value},
                              {{"num_split", std::int64_t{num_split}}, {"axis", std::int64_t{axis}}},
                              name, "split");
@@ -631,11 +738,8 @@ inline std::vector<Output> split(Output value, int num_split, int axis = 0,
   return out;
 }
 
-// TF1's tf.split with a list of sizes: pieces of those sizes along axis, one size may be -1 (the
-// rest) ("SplitV"). A one-element list must be spelled std::vector<std::int64_t>{n}: a braced
-// {n} picks the num_split overload.
-inline std::vector<Output> split(Output value, std::vector<std::int64_t> size_splits, int axis = 0,
-                                 std::string_view name = "") {
+PSFLOW_DECL std::vector<Output> split(Output value, std::vector<std::int64_t> size_splits, int axis,
+                                      std::string_view name) {
   auto op = detail::build_op(
       "SplitV", {value}, {{"size_splits", std::move(size_splits)}, {"axis", std::int64_t{axis}}},
       name, "split");
@@ -644,10 +748,8 @@ inline std::vector<Output> split(Output value, std::vector<std::int64_t> size_sp
   return out;
 }
 
-// x with paddings[i].first zeros before and paddings[i].second after it along axis i (TF1's
-// tf.pad in CONSTANT mode with 0).
-inline Output pad(Output x, std::vector<std::pair<std::int64_t, std::int64_t>> paddings,
-                  std::string_view name = "") {
+PSFLOW_DECL Output pad(Output x, std::vector<std::pair<std::int64_t, std::int64_t>> paddings,
+                       std::string_view name) {
   std::vector<std::int64_t> flat;
   for (const auto& [before, after] : paddings) {
     flat.push_back(before);
@@ -656,26 +758,19 @@ inline Output pad(Output x, std::vector<std::pair<std::int64_t, std::int64_t>> p
   return detail::build_op("Pad", {x}, {{"paddings", std::move(flat)}}, name, "Pad").output(0);
 }
 
-// x[begin:end:strides] like a python slice per leading axis (TF's tf.strided_slice): negative
-// indices count from the end, ends clamp, strides may be negative (default: 1s); axes past the
-// spec are taken whole. Bit i of begin_mask / end_mask ignores begin[i] / end[i] (the whole
-// range); bit i of shrink_axis_mask takes the single index begin[i] and drops the axis.
-inline Output strided_slice(Output x, std::vector<std::int64_t> begin,
-                            std::vector<std::int64_t> end, std::vector<std::int64_t> strides = {},
-                            int begin_mask = 0, int end_mask = 0, int shrink_axis_mask = 0,
-                            std::string_view name = "") {
+PSFLOW_DECL Output strided_slice(Output x, std::vector<std::int64_t> begin,
+                                 std::vector<std::int64_t> end, std::vector<std::int64_t> strides,
+                                 int begin_mask, int end_mask, int shrink_axis_mask,
+                                 std::string_view name) {
   const detail::StridedSliceAttrs attrs{std::move(begin), std::move(end), std::move(strides),
                                         begin_mask,       end_mask,       shrink_axis_mask};
   return detail::build_op("StridedSlice", {x}, attrs.to_attrs(), name, "StridedSlice").output(0);
 }
 
-// The gradient of strided_slice(like, ...): dy scattered into zeros shaped like `like` at run
-// time (TF's StridedSliceGrad, with the shape taken from `like`).
-inline Output strided_slice_grad(Output like, Output dy, std::vector<std::int64_t> begin,
-                                 std::vector<std::int64_t> end,
-                                 std::vector<std::int64_t> strides = {}, int begin_mask = 0,
-                                 int end_mask = 0, int shrink_axis_mask = 0,
-                                 std::string_view name = "") {
+PSFLOW_DECL Output strided_slice_grad(Output like, Output dy, std::vector<std::int64_t> begin,
+                                      std::vector<std::int64_t> end,
+                                      std::vector<std::int64_t> strides, int begin_mask,
+                                      int end_mask, int shrink_axis_mask, std::string_view name) {
   const detail::StridedSliceAttrs attrs{std::move(begin), std::move(end), std::move(strides),
                                         begin_mask,       end_mask,       shrink_axis_mask};
   return detail::build_op("StridedSliceGrad", {like, dy}, attrs.to_attrs(), name,
@@ -683,15 +778,12 @@ inline Output strided_slice_grad(Output like, Output dy, std::vector<std::int64_
       .output(0);
 }
 
-// The values, of one dtype and shape, stacked along a new axis (TF's tf.stack, "Pack").
-inline Output stack(const std::vector<Output>& values, int axis = 0, std::string_view name = "") {
+PSFLOW_DECL Output stack(const std::vector<Output>& values, int axis, std::string_view name) {
   if (values.empty()) throw InvalidArgument("ops::stack (Pack): no values given");
   return detail::build_op("Pack", values, {{"axis", std::int64_t{axis}}}, name, "stack").output(0);
 }
 
-// value's slices along axis (TF's tf.unstack, "Unpack"); the axis's size must be known when
-// the graph is built.
-inline std::vector<Output> unstack(Output value, int axis = 0, std::string_view name = "") {
+PSFLOW_DECL std::vector<Output> unstack(Output value, int axis, std::string_view name) {
   if (!value.valid()) throw InvalidArgument("ops::unstack (Unpack): value is an empty Output");
   const auto shape = value.shape();
   std::int64_t num = -1;
@@ -713,31 +805,24 @@ inline std::vector<Output> unstack(Output value, int axis = 0, std::string_view 
   return out;
 }
 
-// x repeated multiples[i] times along axis i (TF's tf.tile).
-inline Output tile(Output x, std::vector<std::int64_t> multiples, std::string_view name = "") {
+PSFLOW_DECL Output tile(Output x, std::vector<std::int64_t> multiples, std::string_view name) {
   return detail::build_op("Tile", {x}, {{"multiples", std::move(multiples)}}, name, "Tile")
       .output(0);
 }
 
-// x with a new axis of size 1 at `axis`; a negative axis counts from rank + 1 (TF's
-// tf.expand_dims).
-inline Output expand_dims(Output x, int axis, std::string_view name = "") {
+PSFLOW_DECL Output expand_dims(Output x, int axis, std::string_view name) {
   return detail::build_op("ExpandDims", {x}, {{"axis", std::int64_t{axis}}}, name, "ExpandDims")
       .output(0);
 }
 
-// x without the given axes, which must have size 1 (empty: every axis of size 1) (TF's
-// tf.squeeze).
-inline Output squeeze(Output x, std::vector<int> axis = {}, std::string_view name = "") {
+PSFLOW_DECL Output squeeze(Output x, std::vector<int> axis, std::string_view name) {
   return detail::build_op("Squeeze", {x}, {{"squeeze_dims", detail::to_dims(axis)}}, name,
                           "Squeeze")
       .output(0);
 }
 
-// One-hot rows (TF's tf.one_hot): a new axis of size depth at `axis` (-1: last) holding on_value
-// at each index and off_value elsewhere; an index outside [0, depth) gives all off_value.
-inline Output one_hot(Output indices, std::int64_t depth, double on_value = 1, double off_value = 0,
-                      int axis = -1, DType dtype = DType::float32, std::string_view name = "") {
+PSFLOW_DECL Output one_hot(Output indices, std::int64_t depth, double on_value, double off_value,
+                           int axis, DType dtype, std::string_view name) {
   return detail::build_op("OneHot", {indices},
                           {{"depth", depth},
                            {"on_value", on_value},
@@ -748,21 +833,20 @@ inline Output one_hot(Output indices, std::int64_t depth, double on_value = 1, d
       .output(0);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-// Definitions and gradients, registered once per program.
-namespace detail {
+namespace psflow::detail {
 
-inline Grads reshape_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads reshape_grad(const Operation& op, const Grads& g) {
   const Output x = op.input(0);
   if (x.shape().fully_defined()) return {ops::reshape(g[0], x.shape().dims)};
   return {ops::reshape_to_shape_of(g[0], x)};  // unknown dims: take x's shape at run time
 }
 
-inline Grads identity_grad(const Operation&, const Grads& g) { return {g[0]}; }
+PSFLOW_DECL Grads identity_grad(const Operation&, const Grads& g) { return {g[0]}; }
 
 // Each value gets its block of the gradient; needs every value's size along the axis.
-inline Grads concat_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads concat_grad(const Operation& op, const Grads& g) {
   const auto given_axis = op_attr<std::int64_t>(op, "axis");
   Grads out;
   std::int64_t offset = 0;
@@ -785,7 +869,7 @@ inline Grads concat_grad(const Operation& op, const Grads& g) {
 
 // TF's _SliceGrad: the gradient padded back to x's shape with zeros; when sizes are unknown
 // when the graph is built, scattered into zeros shaped like x at run time.
-inline Grads slice_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads slice_grad(const Operation& op, const Grads& g) {
   const Output x = op.input(0);
   const auto& begin = op_attr<std::vector<std::int64_t>>(op, "begin");
   const auto& size = op_attr<std::vector<std::int64_t>>(op, "size");
@@ -808,7 +892,7 @@ inline Grads slice_grad(const Operation& op, const Grads& g) {
 }
 
 // TF's _PadGrad: the block of the gradient where x was.
-inline Grads pad_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads pad_grad(const Operation& op, const Grads& g) {
   const Output x = op.input(0);
   const auto& p = op_attr<std::vector<std::int64_t>>(op, "paddings");
   const std::size_t rank = p.size() / 2;
@@ -825,7 +909,7 @@ inline Grads pad_grad(const Operation& op, const Grads& g) {
   return {ops::strided_slice(g[0], begin, end, {}, 0, end_mask, 0)};
 }
 
-inline Grads strided_slice_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads strided_slice_grad(const Operation& op, const Grads& g) {
   const auto a = StridedSliceAttrs::of(op.attrs(), op.name());
   return {ops::strided_slice_grad(op.input(0), g[0], a.begin, a.end, a.strides,
                                   static_cast<int>(a.begin_mask), static_cast<int>(a.end_mask),
@@ -833,7 +917,7 @@ inline Grads strided_slice_grad(const Operation& op, const Grads& g) {
 }
 
 // TF's _StridedSliceGradGrad: the slice of the incoming gradient; `like` gets none.
-inline Grads strided_slice_grad_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads strided_slice_grad_grad(const Operation& op, const Grads& g) {
   const auto a = StridedSliceAttrs::of(op.attrs(), op.name());
   return {Output{},
           ops::strided_slice(g[0], a.begin, a.end, a.strides, static_cast<int>(a.begin_mask),
@@ -841,7 +925,7 @@ inline Grads strided_slice_grad_grad(const Operation& op, const Grads& g) {
 }
 
 // Transposed back by the inverse permutation (an empty perm is its own inverse).
-inline Grads transpose_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads transpose_grad(const Operation& op, const Grads& g) {
   const auto& perm = op_attr<std::vector<std::int64_t>>(op, "perm");
   std::vector<int> inverse(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i)
@@ -850,7 +934,7 @@ inline Grads transpose_grad(const Operation& op, const Grads& g) {
 }
 
 // The gradients of every output of `op`, zeros for those that get none.
-inline std::vector<Output> grads_or_zeros(const Operation& op, const Grads& g) {
+PSFLOW_DECL std::vector<Output> grads_or_zeros(const Operation& op, const Grads& g) {
   std::vector<Output> out;
   for (int i = 0; i < op.num_outputs(); ++i)
     out.push_back(g[static_cast<std::size_t>(i)].valid() ? g[static_cast<std::size_t>(i)]
@@ -859,29 +943,29 @@ inline std::vector<Output> grads_or_zeros(const Operation& op, const Grads& g) {
 }
 
 // TF's _SplitGrad / _SplitVGrad: the pieces' gradients joined back along the axis.
-inline Grads split_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads split_grad(const Operation& op, const Grads& g) {
   return {ops::concat(grads_or_zeros(op, g), static_cast<int>(op_attr<std::int64_t>(op, "axis")))};
 }
 
 // Unpack with a given number of outputs (Pack's gradient knows it from its inputs).
-inline std::vector<Output> unstack_n(Output value, std::int64_t num, std::int64_t axis) {
+PSFLOW_DECL std::vector<Output> unstack_n(Output value, std::int64_t num, std::int64_t axis) {
   auto op = build_op("Unpack", {value}, {{"num", num}, {"axis", axis}}, "", "unstack");
   std::vector<Output> out;
   for (int i = 0; i < op.num_outputs(); ++i) out.push_back(op.output(i));
   return out;
 }
 
-inline Grads pack_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads pack_grad(const Operation& op, const Grads& g) {
   return unstack_n(g[0], op.num_inputs(), op_attr<std::int64_t>(op, "axis"));
 }
 
-inline Grads unpack_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads unpack_grad(const Operation& op, const Grads& g) {
   return {ops::stack(grads_or_zeros(op, g), static_cast<int>(op_attr<std::int64_t>(op, "axis")))};
 }
 
 // TF's _TileGrad: the gradient reshaped to [m0, d0, m1, d1, ...] and summed over the m axes.
 // Needs x's shape when the graph is built, except for at most one dimension.
-inline Grads tile_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads tile_grad(const Operation& op, const Grads& g) {
   const Output x = op.input(0);
   const auto& m = op_attr<std::vector<std::int64_t>>(op, "multiples");
   if (std::all_of(m.begin(), m.end(), [](auto v) { return v == 1; })) return {g[0]};
@@ -958,6 +1042,6 @@ PSFLOW_REGISTERED_AT_STARTUP const bool array_ops_registered = [] {
   return true;
 }();
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

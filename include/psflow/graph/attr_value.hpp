@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/dtype.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/core/tensor.hpp"
@@ -34,3 +35,8 @@ const T& attr_or_throw(const AttrMap& attrs, std::string_view key, std::string_v
 }  // namespace detail
 
 }  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -19,12 +19,25 @@ PSFLOW_REGISTERED_AT_STARTUP const bool control_ops_registered =
 
 namespace ops {
 
-inline Operation no_op(Graph& graph, std::string_view name = "") {
+PSFLOW_DECL Operation no_op(Graph& graph, std::string_view name = "");
+
+// A NoOp that runs after every op in `ops` (TF's tf.group).
+PSFLOW_DECL Operation group(const std::vector<Operation>& ops, std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::ops {
+
+PSFLOW_DECL Operation no_op(Graph& graph, std::string_view name) {
   return detail::build_source_op(graph, "NoOp", {}, name, "NoOp");
 }
 
-// A NoOp that runs after every op in `ops` (TF's tf.group).
-inline Operation group(const std::vector<Operation>& ops, std::string_view name = "") {
+PSFLOW_DECL Operation group(const std::vector<Operation>& ops, std::string_view name) {
   if (ops.empty())
     throw InvalidArgument("ops::group needs at least one op (its graph comes from them)");
   Graph& graph = ops.front().graph();
@@ -32,6 +45,6 @@ inline Operation group(const std::vector<Operation>& ops, std::string_view name 
       NodeSpec{"NoOp", {}, {}, std::string(name), "group_deps", ops, std::nullopt});
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -45,8 +45,74 @@ struct WindowedSize {
 
 // TF's GetWindowedOutputSize (C++ integer division: VALID with in - k + s in (-s, 0) gives 0);
 // nullopt where TF reports a negative output size.
-inline std::optional<WindowedSize> windowed_size(std::int64_t in, std::int64_t k, std::int64_t s,
-                                                 bool same) {
+PSFLOW_DECL std::optional<WindowedSize> windowed_size(std::int64_t in, std::int64_t k,
+                                                      std::int64_t s, bool same);
+
+}  // namespace detail
+
+namespace ops {
+
+// TF1's tf.nn.conv2d for NHWC: input [batch, height, width, in_channels], filter
+// [filter_height, filter_width, in_channels, out_channels], strides [1, stride_h, stride_w, 1],
+// padding "SAME" or "VALID"; the result is [batch, out_height, out_width, out_channels]
+// (cross-correlation, as TF). float32 or float64.
+PSFLOW_DECL Output conv2d(Output input, Output filter, std::vector<int> strides,
+                          std::string_view padding, std::string_view name = "");
+
+// The gradient of conv2d with respect to its input (TF's tf.nn.conv2d_backprop_input):
+// input_sizes is the input's shape as an int32/int64 vector of 4.
+PSFLOW_DECL Output conv2d_backprop_input(Output input_sizes, Output filter, Output out_backprop,
+                                         std::vector<int> strides, std::string_view padding,
+                                         std::string_view name = "");
+
+// The gradient of conv2d with respect to its filter (TF's tf.nn.conv2d_backprop_filter):
+// filter_sizes is the filter's shape as an int32/int64 vector of 4.
+PSFLOW_DECL Output conv2d_backprop_filter(Output input, Output filter_sizes, Output out_backprop,
+                                          std::vector<int> strides, std::string_view padding,
+                                          std::string_view name = "");
+
+// TF1's tf.nn.max_pool for NHWC: the max of each ksize window (ksize and strides
+// [1, h, w, 1]). SAME padding pads nothing in: an edge window's max is over its real cells.
+PSFLOW_DECL Output max_pool(Output value, std::vector<int> ksize, std::vector<int> strides,
+                            std::string_view padding, std::string_view name = "");
+
+// TF1's tf.nn.avg_pool for NHWC: the mean of each window; with SAME padding an edge window
+// divides by the number of its real cells, as TF.
+PSFLOW_DECL Output avg_pool(Output value, std::vector<int> ksize, std::vector<int> strides,
+                            std::string_view padding, std::string_view name = "");
+
+// The gradient of max_pool: shaped like orig_input, grad added at the max of each window (on a
+// tie the first cell in row-major window order, as TF's CPU kernel). orig_output is the
+// forward result (kept for TF's signature; the kernel recomputes the maxima from orig_input).
+PSFLOW_DECL Output max_pool_grad(Output orig_input, Output orig_output, Output grad,
+                                 std::vector<int> ksize, std::vector<int> strides,
+                                 std::string_view padding, std::string_view name = "");
+
+// The gradient of avg_pool: each grad cell divided evenly over its window's real cells, in a
+// tensor shaped orig_input_shape (an int32/int64 vector of 4).
+PSFLOW_DECL Output avg_pool_grad(Output orig_input_shape, Output grad, std::vector<int> ksize,
+                                 std::vector<int> strides, std::string_view padding,
+                                 std::string_view name = "");
+
+// TF1's tf.nn.bias_add: value [..., C] (rank 2 or more) plus the 1-D bias [C] along the last
+// axis.
+PSFLOW_DECL Output bias_add(Output value, Output bias, std::string_view name = "");
+
+// The gradient of bias_add with respect to the bias: out_backprop summed over every axis but
+// the last.
+PSFLOW_DECL Output bias_add_grad(Output out_backprop, std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
+
+PSFLOW_DECL std::optional<WindowedSize> windowed_size(std::int64_t in, std::int64_t k,
+                                                      std::int64_t s, bool same) {
   if (same) {
     const std::int64_t out = (in + s - 1) / s;
     const std::int64_t pad_total = std::max<std::int64_t>((out - 1) * s + k - in, 0);
@@ -58,7 +124,7 @@ inline std::optional<WindowedSize> windowed_size(std::int64_t in, std::int64_t k
 }
 
 // True for "SAME", false for "VALID"; fails naming the op and the string otherwise.
-inline bool parse_padding(const InferenceContext& ctx) {
+PSFLOW_DECL bool parse_padding(const InferenceContext& ctx) {
   const auto& padding = ctx.attr<std::string>("padding");
   if (padding == "SAME") return true;
   if (padding == "VALID") return false;
@@ -67,7 +133,7 @@ inline bool parse_padding(const InferenceContext& ctx) {
 
 // Checks a 4-int NHWC window attribute (strides, ksize): batch and channel entries 1, the
 // spatial ones at least 1.
-inline void check_nhwc_attr(const InferenceContext& ctx, const char* key) {
+PSFLOW_DECL void check_nhwc_attr(const InferenceContext& ctx, const char* key) {
   const auto& v = ctx.attr<std::vector<std::int64_t>>(key);
   if (v.size() != 4)
     ctx.fail(std::string(key) + " must have 4 entries [1, h, w, 1] (NHWC), got " + int_list(v));
@@ -79,24 +145,24 @@ inline void check_nhwc_attr(const InferenceContext& ctx, const char* key) {
     ctx.fail(std::string(key) + " " + int_list(v) + " must be at least 1 in height and width");
 }
 
-inline void expect_rank(const InferenceContext& ctx, std::size_t i, std::int64_t rank,
-                        const char* what) {
+PSFLOW_DECL void expect_rank(const InferenceContext& ctx, std::size_t i, std::int64_t rank,
+                             const char* what) {
   if (ctx.input_shapes[i].known && ctx.input_shapes[i].rank() != rank)
     ctx.fail(std::string(what) + " must have rank " + std::to_string(rank) + ", got " +
              ctx.describe_input(i));
 }
 
 // Dimension d of input i, or -1 when unknown.
-inline std::int64_t dim_of(const InferenceContext& ctx, std::size_t i, std::size_t d) {
+PSFLOW_DECL std::int64_t dim_of(const InferenceContext& ctx, std::size_t i, std::size_t d) {
   const auto& s = ctx.input_shapes[i];
   return s.known && d < s.dims.size() ? s.dims[d] : -1;
 }
 
 // The spatial output sizes [OH, OW] for input sizes (ih, iw) and window (kh, kw), -1 where not
 // known; fails where VALID padding leaves a negative size.
-inline std::vector<std::int64_t> spatial_out(const InferenceContext& ctx, std::int64_t ih,
-                                             std::int64_t iw, std::int64_t kh, std::int64_t kw,
-                                             const std::string& what) {
+PSFLOW_DECL std::vector<std::int64_t> spatial_out(const InferenceContext& ctx, std::int64_t ih,
+                                                  std::int64_t iw, std::int64_t kh, std::int64_t kw,
+                                                  const std::string& what) {
   const auto& strides = ctx.attr<std::vector<std::int64_t>>("strides");
   const bool same = parse_padding(ctx);
   std::vector<std::int64_t> out(2, -1);
@@ -115,7 +181,7 @@ inline std::vector<std::int64_t> spatial_out(const InferenceContext& ctx, std::i
 }
 
 // A sizes input (input_sizes, filter_sizes, orig_input_shape): an int32/int64 vector of 4.
-inline void check_sizes_input(const InferenceContext& ctx, std::size_t i) {
+PSFLOW_DECL void check_sizes_input(const InferenceContext& ctx, std::size_t i) {
   if (ctx.input_dtypes[i] != DType::int32 && ctx.input_dtypes[i] != DType::int64)
     ctx.fail("the sizes input must be int32 or int64, got " + ctx.describe_input(i));
   const auto& s = ctx.input_shapes[i];
@@ -124,7 +190,7 @@ inline void check_sizes_input(const InferenceContext& ctx, std::size_t i) {
 }
 
 // What the builder knew about a sizes input's values (attr "sizes_hint": -1 where unknown).
-inline std::vector<std::int64_t> sizes_hint(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<std::int64_t> sizes_hint(const InferenceContext& ctx) {
   std::vector<std::int64_t> dims(4, -1);
   auto it = ctx.attrs.find("sizes_hint");
   if (it == ctx.attrs.end()) return dims;
@@ -138,15 +204,15 @@ inline std::vector<std::int64_t> sizes_hint(const InferenceContext& ctx) {
 }
 
 // Sets dims[d] from a known `value`, failing when both are known and differ.
-inline void merge_dim(const InferenceContext& ctx, std::vector<std::int64_t>& dims, std::size_t d,
-                      std::int64_t value, const std::string& what) {
+PSFLOW_DECL void merge_dim(const InferenceContext& ctx, std::vector<std::int64_t>& dims,
+                           std::size_t d, std::int64_t value, const std::string& what) {
   if (value < 0) return;
   if (dims[d] >= 0 && dims[d] != value)
     ctx.fail(what + ": expected " + std::to_string(dims[d]) + ", got " + std::to_string(value));
   dims[d] = value;
 }
 
-inline std::vector<OutputSpec> infer_conv2d(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_conv2d(const InferenceContext& ctx) {
   expect_floating(ctx, 0);
   ctx.expect_same_dtype(0, 1);
   check_nhwc_attr(ctx, "strides");
@@ -167,8 +233,9 @@ inline std::vector<OutputSpec> infer_conv2d(const InferenceContext& ctx) {
 
 // Checks out_backprop (input `g`) against the forward output that input [n, h, w, c] and filter
 // [kh, kw, c, oc] give, as far as they are known.
-inline void check_conv_backprop(const InferenceContext& ctx, const std::vector<std::int64_t>& in,
-                                const std::vector<std::int64_t>& filter, std::size_t g) {
+PSFLOW_DECL void check_conv_backprop(const InferenceContext& ctx,
+                                     const std::vector<std::int64_t>& in,
+                                     const std::vector<std::int64_t>& filter, std::size_t g) {
   if (in[3] >= 0 && filter[2] >= 0 && in[3] != filter[2])
     ctx.fail("the input's channels " + std::to_string(in[3]) +
              " must equal the filter's in_channels " + std::to_string(filter[2]) +
@@ -186,7 +253,7 @@ inline void check_conv_backprop(const InferenceContext& ctx, const std::vector<s
 }
 
 // Conv2DBackpropInput(input_sizes, filter, out_backprop).
-inline std::vector<OutputSpec> infer_conv2d_backprop_input(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_conv2d_backprop_input(const InferenceContext& ctx) {
   check_sizes_input(ctx, 0);
   expect_floating(ctx, 1);
   ctx.expect_same_dtype(1, 2);
@@ -204,7 +271,7 @@ inline std::vector<OutputSpec> infer_conv2d_backprop_input(const InferenceContex
 }
 
 // Conv2DBackpropFilter(input, filter_sizes, out_backprop).
-inline std::vector<OutputSpec> infer_conv2d_backprop_filter(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_conv2d_backprop_filter(const InferenceContext& ctx) {
   expect_floating(ctx, 0);
   check_sizes_input(ctx, 1);
   ctx.expect_same_dtype(0, 2);
@@ -222,9 +289,9 @@ inline std::vector<OutputSpec> infer_conv2d_backprop_filter(const InferenceConte
 }
 
 // The pooled shape of input i (MaxPool, AvgPool; and the forward output the grads check).
-inline std::vector<std::int64_t> pooled_dims(const InferenceContext& ctx,
-                                             const std::vector<std::int64_t>& in,
-                                             const std::string& what) {
+PSFLOW_DECL std::vector<std::int64_t> pooled_dims(const InferenceContext& ctx,
+                                                  const std::vector<std::int64_t>& in,
+                                                  const std::string& what) {
   check_nhwc_attr(ctx, "ksize");
   check_nhwc_attr(ctx, "strides");
   parse_padding(ctx);
@@ -233,13 +300,13 @@ inline std::vector<std::int64_t> pooled_dims(const InferenceContext& ctx,
   return {in[0], hw[0], hw[1], in[3]};
 }
 
-inline std::vector<std::int64_t> dims4(const InferenceContext& ctx, std::size_t i) {
+PSFLOW_DECL std::vector<std::int64_t> dims4(const InferenceContext& ctx, std::size_t i) {
   std::vector<std::int64_t> dims(4);
   for (std::size_t d = 0; d < 4; ++d) dims[d] = dim_of(ctx, i, d);
   return dims;
 }
 
-inline std::vector<OutputSpec> infer_pool(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_pool(const InferenceContext& ctx) {
   expect_floating(ctx, 0);
   expect_rank(ctx, 0, 4, "the value (NHWC)");
   return {OutputSpec{
@@ -248,8 +315,8 @@ inline std::vector<OutputSpec> infer_pool(const InferenceContext& ctx) {
 }
 
 // Fails unless input g is compatible with the pooled shape `want`.
-inline void check_pool_grad(const InferenceContext& ctx, const std::vector<std::int64_t>& want,
-                            std::size_t g, const std::string& of) {
+PSFLOW_DECL void check_pool_grad(const InferenceContext& ctx, const std::vector<std::int64_t>& want,
+                                 std::size_t g, const std::string& of) {
   for (std::size_t d = 0; d < 4; ++d) {
     const std::int64_t got = dim_of(ctx, g, d);
     if (want[d] >= 0 && got >= 0 && want[d] != got)
@@ -259,7 +326,7 @@ inline void check_pool_grad(const InferenceContext& ctx, const std::vector<std::
 }
 
 // MaxPoolGrad(orig_input, orig_output, grad).
-inline std::vector<OutputSpec> infer_max_pool_grad(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_max_pool_grad(const InferenceContext& ctx) {
   expect_floating(ctx, 0);
   ctx.expect_same_dtype(0, 1);
   ctx.expect_same_dtype(0, 2);
@@ -273,7 +340,7 @@ inline std::vector<OutputSpec> infer_max_pool_grad(const InferenceContext& ctx) 
 }
 
 // AvgPoolGrad(orig_input_shape, grad).
-inline std::vector<OutputSpec> infer_avg_pool_grad(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_avg_pool_grad(const InferenceContext& ctx) {
   check_sizes_input(ctx, 0);
   expect_floating(ctx, 1);
   expect_rank(ctx, 1, 4, "grad (NHWC)");
@@ -286,7 +353,7 @@ inline std::vector<OutputSpec> infer_avg_pool_grad(const InferenceContext& ctx) 
 }
 
 // BiasAdd(value, bias).
-inline std::vector<OutputSpec> infer_bias_add(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_bias_add(const InferenceContext& ctx) {
   expect_numeric(ctx, 0);
   ctx.expect_same_dtype(0, 1);
   const auto& value = ctx.input_shapes[0];
@@ -304,7 +371,7 @@ inline std::vector<OutputSpec> infer_bias_add(const InferenceContext& ctx) {
 }
 
 // BiasAddGrad(out_backprop).
-inline std::vector<OutputSpec> infer_bias_add_grad(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_bias_add_grad(const InferenceContext& ctx) {
   expect_numeric(ctx, 0);
   const auto& g = ctx.input_shapes[0];
   if (g.known && g.rank() < 2)
@@ -315,7 +382,7 @@ inline std::vector<OutputSpec> infer_bias_add_grad(const InferenceContext& ctx) 
 
 // What graph building knows about the values of a sizes tensor of `rank` entries: a constant's
 // values, or the static shape of a Shape op's input; -1 where unknown.
-inline std::vector<std::int64_t> static_sizes(const Output& sizes, std::size_t rank) {
+PSFLOW_DECL std::vector<std::int64_t> static_sizes(const Output& sizes, std::size_t rank) {
   std::vector<std::int64_t> dims(rank, -1);
   const Operation op = sizes.op();
   const std::string type = op.type();
@@ -336,7 +403,7 @@ inline std::vector<std::int64_t> static_sizes(const Output& sizes, std::size_t r
 }
 
 // x's shape as a sizes input: a constant when fully known, else x's run-time shape.
-inline Output sizes_of(const Output& x) {
+PSFLOW_DECL Output sizes_of(const Output& x) {
   const PartialShape s = x.shape();
   if (s.fully_defined()) {
     std::vector<std::int32_t> dims(s.dims.begin(), s.dims.end());
@@ -345,37 +412,31 @@ inline Output sizes_of(const Output& x) {
   return ops::shape(x);
 }
 
-inline AttrMap window_attrs(const std::vector<int>& strides, std::string_view padding) {
+PSFLOW_DECL AttrMap window_attrs(const std::vector<int>& strides, std::string_view padding) {
   return {{"strides", to_dims(strides)}, {"padding", std::string(padding)}};
 }
 
-inline AttrMap pool_attrs(const std::vector<int>& ksize, const std::vector<int>& strides,
-                          std::string_view padding) {
+PSFLOW_DECL AttrMap pool_attrs(const std::vector<int>& ksize, const std::vector<int>& strides,
+                               std::string_view padding) {
   AttrMap attrs = window_attrs(strides, padding);
   attrs.emplace("ksize", to_dims(ksize));
   return attrs;
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// TF1's tf.nn.conv2d for NHWC: input [batch, height, width, in_channels], filter
-// [filter_height, filter_width, in_channels, out_channels], strides [1, stride_h, stride_w, 1],
-// padding "SAME" or "VALID"; the result is [batch, out_height, out_width, out_channels]
-// (cross-correlation, as TF). float32 or float64.
-inline Output conv2d(Output input, Output filter, std::vector<int> strides,
-                     std::string_view padding, std::string_view name = "") {
+PSFLOW_DECL Output conv2d(Output input, Output filter, std::vector<int> strides,
+                          std::string_view padding, std::string_view name) {
   return detail::build_op("Conv2D", {input, filter}, detail::window_attrs(strides, padding), name,
                           "Conv2D")
       .output(0);
 }
 
-// The gradient of conv2d with respect to its input (TF's tf.nn.conv2d_backprop_input):
-// input_sizes is the input's shape as an int32/int64 vector of 4.
-inline Output conv2d_backprop_input(Output input_sizes, Output filter, Output out_backprop,
-                                    std::vector<int> strides, std::string_view padding,
-                                    std::string_view name = "") {
+PSFLOW_DECL Output conv2d_backprop_input(Output input_sizes, Output filter, Output out_backprop,
+                                         std::vector<int> strides, std::string_view padding,
+                                         std::string_view name) {
   auto attrs = detail::window_attrs(strides, padding);
   attrs.emplace("sizes_hint", detail::static_sizes(input_sizes, 4));
   return detail::build_op("Conv2DBackpropInput", {input_sizes, filter, out_backprop},
@@ -383,11 +444,9 @@ inline Output conv2d_backprop_input(Output input_sizes, Output filter, Output ou
       .output(0);
 }
 
-// The gradient of conv2d with respect to its filter (TF's tf.nn.conv2d_backprop_filter):
-// filter_sizes is the filter's shape as an int32/int64 vector of 4.
-inline Output conv2d_backprop_filter(Output input, Output filter_sizes, Output out_backprop,
-                                     std::vector<int> strides, std::string_view padding,
-                                     std::string_view name = "") {
+PSFLOW_DECL Output conv2d_backprop_filter(Output input, Output filter_sizes, Output out_backprop,
+                                          std::vector<int> strides, std::string_view padding,
+                                          std::string_view name) {
   auto attrs = detail::window_attrs(strides, padding);
   attrs.emplace("sizes_hint", detail::static_sizes(filter_sizes, 4));
   return detail::build_op("Conv2DBackpropFilter", {input, filter_sizes, out_backprop},
@@ -395,40 +454,31 @@ inline Output conv2d_backprop_filter(Output input, Output filter_sizes, Output o
       .output(0);
 }
 
-// TF1's tf.nn.max_pool for NHWC: the max of each ksize window (ksize and strides
-// [1, h, w, 1]). SAME padding pads nothing in: an edge window's max is over its real cells.
-inline Output max_pool(Output value, std::vector<int> ksize, std::vector<int> strides,
-                       std::string_view padding, std::string_view name = "") {
+PSFLOW_DECL Output max_pool(Output value, std::vector<int> ksize, std::vector<int> strides,
+                            std::string_view padding, std::string_view name) {
   return detail::build_op("MaxPool", {value}, detail::pool_attrs(ksize, strides, padding), name,
                           "MaxPool")
       .output(0);
 }
 
-// TF1's tf.nn.avg_pool for NHWC: the mean of each window; with SAME padding an edge window
-// divides by the number of its real cells, as TF.
-inline Output avg_pool(Output value, std::vector<int> ksize, std::vector<int> strides,
-                       std::string_view padding, std::string_view name = "") {
+PSFLOW_DECL Output avg_pool(Output value, std::vector<int> ksize, std::vector<int> strides,
+                            std::string_view padding, std::string_view name) {
   return detail::build_op("AvgPool", {value}, detail::pool_attrs(ksize, strides, padding), name,
                           "AvgPool")
       .output(0);
 }
 
-// The gradient of max_pool: shaped like orig_input, grad added at the max of each window (on a
-// tie the first cell in row-major window order, as TF's CPU kernel). orig_output is the
-// forward result (kept for TF's signature; the kernel recomputes the maxima from orig_input).
-inline Output max_pool_grad(Output orig_input, Output orig_output, Output grad,
-                            std::vector<int> ksize, std::vector<int> strides,
-                            std::string_view padding, std::string_view name = "") {
+PSFLOW_DECL Output max_pool_grad(Output orig_input, Output orig_output, Output grad,
+                                 std::vector<int> ksize, std::vector<int> strides,
+                                 std::string_view padding, std::string_view name) {
   return detail::build_op("MaxPoolGrad", {orig_input, orig_output, grad},
                           detail::pool_attrs(ksize, strides, padding), name, "MaxPoolGrad")
       .output(0);
 }
 
-// The gradient of avg_pool: each grad cell divided evenly over its window's real cells, in a
-// tensor shaped orig_input_shape (an int32/int64 vector of 4).
-inline Output avg_pool_grad(Output orig_input_shape, Output grad, std::vector<int> ksize,
-                            std::vector<int> strides, std::string_view padding,
-                            std::string_view name = "") {
+PSFLOW_DECL Output avg_pool_grad(Output orig_input_shape, Output grad, std::vector<int> ksize,
+                                 std::vector<int> strides, std::string_view padding,
+                                 std::string_view name) {
   auto attrs = detail::pool_attrs(ksize, strides, padding);
   attrs.emplace("sizes_hint", detail::static_sizes(orig_input_shape, 4));
   return detail::build_op("AvgPoolGrad", {orig_input_shape, grad}, std::move(attrs), name,
@@ -436,30 +486,25 @@ inline Output avg_pool_grad(Output orig_input_shape, Output grad, std::vector<in
       .output(0);
 }
 
-// TF1's tf.nn.bias_add: value [..., C] (rank 2 or more) plus the 1-D bias [C] along the last
-// axis.
-inline Output bias_add(Output value, Output bias, std::string_view name = "") {
+PSFLOW_DECL Output bias_add(Output value, Output bias, std::string_view name) {
   return detail::build_op("BiasAdd", {value, bias}, {}, name, "BiasAdd").output(0);
 }
 
-// The gradient of bias_add with respect to the bias: out_backprop summed over every axis but
-// the last.
-inline Output bias_add_grad(Output out_backprop, std::string_view name = "") {
+PSFLOW_DECL Output bias_add_grad(Output out_backprop, std::string_view name) {
   return detail::build_op("BiasAddGrad", {out_backprop}, {}, name, "BiasAddGrad").output(0);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-namespace detail {
+namespace psflow::detail {
 
 // ---- gradients: TF's nn_grad.py rules ------------------------------------------------------
-
-inline std::vector<int> int_attr(const Operation& op, std::string_view key) {
+PSFLOW_DECL std::vector<int> int_attr(const Operation& op, std::string_view key) {
   const auto& v = op_attr<std::vector<std::int64_t>>(op, key);
   return std::vector<int>(v.begin(), v.end());
 }
 
-inline Grads conv2d_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads conv2d_grad(const Operation& op, const Grads& g) {
   const auto strides = int_attr(op, "strides");
   const auto& padding = op_attr<std::string>(op, "padding");
   const Output input = op.input(0), filter = op.input(1);
@@ -469,7 +514,7 @@ inline Grads conv2d_grad(const Operation& op, const Grads& g) {
 
 // The backprop ops are linear in each of their tensor inputs; their gradients (TF's
 // _Conv2DBackpropInputGrad / _Conv2DBackpropFilterGrad) are the other two convolutions.
-inline Grads conv2d_backprop_input_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads conv2d_backprop_input_grad(const Operation& op, const Grads& g) {
   const auto strides = int_attr(op, "strides");
   const auto& padding = op_attr<std::string>(op, "padding");
   const Output filter = op.input(1), out_backprop = op.input(2);
@@ -478,7 +523,7 @@ inline Grads conv2d_backprop_input_grad(const Operation& op, const Grads& g) {
           ops::conv2d(g[0], filter, strides, padding)};
 }
 
-inline Grads conv2d_backprop_filter_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads conv2d_backprop_filter_grad(const Operation& op, const Grads& g) {
   const auto strides = int_attr(op, "strides");
   const auto& padding = op_attr<std::string>(op, "padding");
   const Output input = op.input(0), out_backprop = op.input(2);
@@ -486,29 +531,29 @@ inline Grads conv2d_backprop_filter_grad(const Operation& op, const Grads& g) {
           Output{}, ops::conv2d(input, g[0], strides, padding)};
 }
 
-inline Grads max_pool_grad_fn(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads max_pool_grad_fn(const Operation& op, const Grads& g) {
   return {ops::max_pool_grad(op.input(0), op.output(0), g[0], int_attr(op, "ksize"),
                              int_attr(op, "strides"), op_attr<std::string>(op, "padding"))};
 }
 
-inline Grads avg_pool_grad_fn(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads avg_pool_grad_fn(const Operation& op, const Grads& g) {
   return {ops::avg_pool_grad(sizes_of(op.input(0)), g[0], int_attr(op, "ksize"),
                              int_attr(op, "strides"), op_attr<std::string>(op, "padding"))};
 }
 
 // AvgPoolGrad is linear in grad: its gradient pools the incoming one (TF's _AvgPoolGradGrad).
-inline Grads avg_pool_grad_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads avg_pool_grad_grad(const Operation& op, const Grads& g) {
   return {Output{}, ops::avg_pool(g[0], int_attr(op, "ksize"), int_attr(op, "strides"),
                                   op_attr<std::string>(op, "padding"))};
 }
 
-inline Grads bias_add_grad_fn(const Operation&, const Grads& g) {
+PSFLOW_DECL Grads bias_add_grad_fn(const Operation&, const Grads& g) {
   return {g[0], ops::bias_add_grad(g[0])};
 }
 
 // BiasAddGrad sums over all but the last axis; its gradient broadcasts back over them (TF's
 // _BiasAddGradGrad). Needs out_backprop's rank when the graph is built.
-inline Grads bias_add_grad_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads bias_add_grad_grad(const Operation& op, const Grads& g) {
   const Output out_backprop = op.input(0);
   const auto rank = out_backprop.shape().rank();
   if (rank < 0)
@@ -543,6 +588,6 @@ PSFLOW_REGISTERED_AT_STARTUP const bool conv_ops_registered = [] {
   return true;
 }();
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -65,77 +65,6 @@ struct SparseTensor {
 
 namespace detail {
 
-inline void expect_id_dtype(const InferenceContext& ctx, std::size_t i) {
-  if (ctx.input_dtypes[i] != DType::int32 && ctx.input_dtypes[i] != DType::int64)
-    ctx.fail("ids must be int32 or int64, got " + ctx.describe_input(i));
-}
-
-// [-1] + shape[skip:] of input `i`, or unknown.
-inline PartialShape rows_of(const InferenceContext& ctx, std::size_t i, std::size_t skip) {
-  const auto& s = ctx.input_shapes[i];
-  if (!s.known || s.dims.size() < skip) return PartialShape::unknown();
-  std::vector<std::int64_t> dims{-1};
-  dims.insert(dims.end(), s.dims.begin() + static_cast<std::ptrdiff_t>(skip), s.dims.end());
-  return PartialShape::of(dims);
-}
-
-inline std::vector<OutputSpec> infer_shard_ids(const InferenceContext& ctx) {
-  expect_id_dtype(ctx, 0);
-  const auto& strategy = ctx.attr<std::string>("strategy");
-  if (strategy != "mod" && strategy != "div")
-    ctx.fail("partition strategy must be \"mod\" or \"div\", got \"" + strategy + "\"");
-  if (ctx.attr<std::int64_t>("num_shards") < 1) ctx.fail("num_shards must be at least 1");
-  return {OutputSpec{DType::int32, ctx.input_shapes[0]},
-          OutputSpec{ctx.input_dtypes[0], ctx.input_shapes[0]}};
-}
-
-inline std::vector<OutputSpec> infer_dynamic_partition(const InferenceContext& ctx) {
-  if (ctx.input_dtypes[1] != DType::int32)
-    ctx.fail("partitions must be int32, got " + ctx.describe_input(1));
-  const auto n = ctx.attr<std::int64_t>("num_partitions");
-  if (n < 1) ctx.fail("num_partitions must be at least 1");
-  const std::size_t skip = ctx.input_shapes[1].known ? ctx.input_shapes[1].dims.size() : 0;
-  PartialShape shape = ctx.input_shapes[1].known ? rows_of(ctx, 0, skip) : PartialShape::unknown();
-  return std::vector<OutputSpec>(static_cast<std::size_t>(n),
-                                 OutputSpec{ctx.input_dtypes[0], shape});
-}
-
-inline std::vector<OutputSpec> infer_dynamic_stitch(const InferenceContext& ctx) {
-  const auto n = static_cast<std::size_t>(ctx.attr<std::int64_t>("N"));
-  if (n < 1 || ctx.input_dtypes.size() != 2 * n)
-    ctx.fail("needs N index tensors then N data tensors, N = " + std::to_string(n));
-  for (std::size_t i = 0; i < n; ++i) {
-    if (ctx.input_dtypes[i] != DType::int32 && ctx.input_dtypes[i] != DType::int64)
-      ctx.fail("indices must be int32 or int64, got " + ctx.describe_input(i));
-    ctx.expect_same_dtype(n, n + i);
-  }
-  const std::size_t skip = ctx.input_shapes[0].known ? ctx.input_shapes[0].dims.size() : 0;
-  return {OutputSpec{ctx.input_dtypes[n],
-                     ctx.input_shapes[0].known ? rows_of(ctx, n, skip) : PartialShape::unknown()}};
-}
-
-// SparseSegment*(data, indices, segment_ids, num_segments[, weights]).
-inline std::vector<OutputSpec> infer_sparse_segment(const InferenceContext& ctx) {
-  const std::size_t n = ctx.input_dtypes.size();
-  if (n != 4 && n != 5)
-    ctx.fail("takes data, indices, segment_ids, num_segments and optional weights, got " +
-             std::to_string(n) + " inputs");
-  expect_floating(ctx, 0);
-  expect_id_dtype(ctx, 1);
-  expect_id_dtype(ctx, 2);
-  expect_id_dtype(ctx, 3);
-  if (n == 5) ctx.expect_same_dtype(0, 4);
-  return {OutputSpec{ctx.input_dtypes[0], rows_of(ctx, 0, 1)}};
-}
-
-// SparseSegment*Grad(grad, indices, segment_ids, data[, weights]): data's dtype and shape.
-inline std::vector<OutputSpec> infer_sparse_segment_grad(const InferenceContext& ctx) {
-  const std::size_t n = ctx.input_dtypes.size();
-  if (n != 4 && n != 5) ctx.fail("takes grad, indices, segment_ids, data and optional weights");
-  ctx.expect_same_dtype(0, 3);
-  return {OutputSpec{ctx.input_dtypes[3], ctx.input_shapes[3]}};
-}
-
 // Op type of a combiner, or InvalidArgument naming what is allowed.
 inline const char* sparse_segment_type(std::string_view combiner) {
   if (combiner == "sum") return "SparseSegmentSum";
@@ -150,9 +79,131 @@ inline const char* sparse_segment_type(std::string_view combiner) {
 namespace ops {
 
 // (shard, local id) of each id of a table of `rows` rows in `num_shards` shards.
-inline std::pair<Output, Output> shard_ids(Output ids, std::int64_t num_shards, std::int64_t rows,
-                                           std::string_view strategy, std::string_view table,
-                                           std::string_view name = "") {
+PSFLOW_DECL std::pair<Output, Output> shard_ids(Output ids, std::int64_t num_shards,
+                                                std::int64_t rows, std::string_view strategy,
+                                                std::string_view table, std::string_view name = "");
+
+// data split by `partitions` (int32, values in [0, num_partitions)): output p holds, in order,
+// the rows of data whose partition is p (TF's tf.dynamic_partition).
+PSFLOW_DECL std::vector<Output> dynamic_partition(Output data, Output partitions,
+                                                  std::int64_t num_partitions,
+                                                  std::string_view name = "");
+
+// merged[indices[m][i]] = data[m][i] (TF's tf.dynamic_stitch; with a repeated index, the last
+// one wins).
+PSFLOW_DECL Output dynamic_stitch(const std::vector<Output>& indices,
+                                  const std::vector<Output>& data, std::string_view name = "");
+
+}  // namespace ops
+
+namespace ops {
+
+// Rows `ids` of `params` (TF's tf.nn.embedding_lookup): ids.shape + params.shape[1:]. Read on
+// the variable's device; see the file comment.
+PSFLOW_DECL Output embedding_lookup(const Variable& params, Output ids);
+
+// The same over the shards of `params`, ids routed by `partition_strategy` ("mod" or "div").
+PSFLOW_DECL Output embedding_lookup(const PartitionedVariable& params, Output ids,
+                                    std::string_view partition_strategy = "mod");
+
+// The combined rows of each batch row's ids (TF's tf.nn.embedding_lookup_sparse; see the file
+// comment): [dense_shape[0]] + params.shape[1:].
+PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
+                                           const SparseTensor& sp_ids,
+                                           const std::optional<SparseTensor>& sp_weights,
+                                           std::string_view combiner = "mean");
+
+PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
+                                           const SparseTensor& sp_ids,
+                                           std::string_view combiner = "mean");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
+
+PSFLOW_DECL void expect_id_dtype(const InferenceContext& ctx, std::size_t i) {
+  if (ctx.input_dtypes[i] != DType::int32 && ctx.input_dtypes[i] != DType::int64)
+    ctx.fail("ids must be int32 or int64, got " + ctx.describe_input(i));
+}
+
+// [-1] + shape[skip:] of input `i`, or unknown.
+PSFLOW_DECL PartialShape rows_of(const InferenceContext& ctx, std::size_t i, std::size_t skip) {
+  const auto& s = ctx.input_shapes[i];
+  if (!s.known || s.dims.size() < skip) return PartialShape::unknown();
+  std::vector<std::int64_t> dims{-1};
+  dims.insert(dims.end(), s.dims.begin() + static_cast<std::ptrdiff_t>(skip), s.dims.end());
+  return PartialShape::of(dims);
+}
+
+PSFLOW_DECL std::vector<OutputSpec> infer_shard_ids(const InferenceContext& ctx) {
+  expect_id_dtype(ctx, 0);
+  const auto& strategy = ctx.attr<std::string>("strategy");
+  if (strategy != "mod" && strategy != "div")
+    ctx.fail("partition strategy must be \"mod\" or \"div\", got \"" + strategy + "\"");
+  if (ctx.attr<std::int64_t>("num_shards") < 1) ctx.fail("num_shards must be at least 1");
+  return {OutputSpec{DType::int32, ctx.input_shapes[0]},
+          OutputSpec{ctx.input_dtypes[0], ctx.input_shapes[0]}};
+}
+
+PSFLOW_DECL std::vector<OutputSpec> infer_dynamic_partition(const InferenceContext& ctx) {
+  if (ctx.input_dtypes[1] != DType::int32)
+    ctx.fail("partitions must be int32, got " + ctx.describe_input(1));
+  const auto n = ctx.attr<std::int64_t>("num_partitions");
+  if (n < 1) ctx.fail("num_partitions must be at least 1");
+  const std::size_t skip = ctx.input_shapes[1].known ? ctx.input_shapes[1].dims.size() : 0;
+  PartialShape shape = ctx.input_shapes[1].known ? rows_of(ctx, 0, skip) : PartialShape::unknown();
+  return std::vector<OutputSpec>(static_cast<std::size_t>(n),
+                                 OutputSpec{ctx.input_dtypes[0], shape});
+}
+
+PSFLOW_DECL std::vector<OutputSpec> infer_dynamic_stitch(const InferenceContext& ctx) {
+  const auto n = static_cast<std::size_t>(ctx.attr<std::int64_t>("N"));
+  if (n < 1 || ctx.input_dtypes.size() != 2 * n)
+    ctx.fail("needs N index tensors then N data tensors, N = " + std::to_string(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (ctx.input_dtypes[i] != DType::int32 && ctx.input_dtypes[i] != DType::int64)
+      ctx.fail("indices must be int32 or int64, got " + ctx.describe_input(i));
+    ctx.expect_same_dtype(n, n + i);
+  }
+  const std::size_t skip = ctx.input_shapes[0].known ? ctx.input_shapes[0].dims.size() : 0;
+  return {OutputSpec{ctx.input_dtypes[n],
+                     ctx.input_shapes[0].known ? rows_of(ctx, n, skip) : PartialShape::unknown()}};
+}
+
+// SparseSegment*(data, indices, segment_ids, num_segments[, weights]).
+PSFLOW_DECL std::vector<OutputSpec> infer_sparse_segment(const InferenceContext& ctx) {
+  const std::size_t n = ctx.input_dtypes.size();
+  if (n != 4 && n != 5)
+    ctx.fail("takes data, indices, segment_ids, num_segments and optional weights, got " +
+             std::to_string(n) + " inputs");
+  expect_floating(ctx, 0);
+  expect_id_dtype(ctx, 1);
+  expect_id_dtype(ctx, 2);
+  expect_id_dtype(ctx, 3);
+  if (n == 5) ctx.expect_same_dtype(0, 4);
+  return {OutputSpec{ctx.input_dtypes[0], rows_of(ctx, 0, 1)}};
+}
+
+// SparseSegment*Grad(grad, indices, segment_ids, data[, weights]): data's dtype and shape.
+PSFLOW_DECL std::vector<OutputSpec> infer_sparse_segment_grad(const InferenceContext& ctx) {
+  const std::size_t n = ctx.input_dtypes.size();
+  if (n != 4 && n != 5) ctx.fail("takes grad, indices, segment_ids, data and optional weights");
+  ctx.expect_same_dtype(0, 3);
+  return {OutputSpec{ctx.input_dtypes[3], ctx.input_shapes[3]}};
+}
+
+}  // namespace psflow::detail
+
+namespace psflow::ops {
+
+PSFLOW_DECL std::pair<Output, Output> shard_ids(Output ids, std::int64_t num_shards,
+                                                std::int64_t rows, std::string_view strategy,
+                                                std::string_view table, std::string_view name) {
   auto op = detail::build_op("ShardIds", {ids},
                              {{"num_shards", num_shards},
                               {"rows", rows},
@@ -162,11 +213,9 @@ inline std::pair<Output, Output> shard_ids(Output ids, std::int64_t num_shards, 
   return {op.output(0), op.output(1)};
 }
 
-// data split by `partitions` (int32, values in [0, num_partitions)): output p holds, in order,
-// the rows of data whose partition is p (TF's tf.dynamic_partition).
-inline std::vector<Output> dynamic_partition(Output data, Output partitions,
-                                             std::int64_t num_partitions,
-                                             std::string_view name = "") {
+PSFLOW_DECL std::vector<Output> dynamic_partition(Output data, Output partitions,
+                                                  std::int64_t num_partitions,
+                                                  std::string_view name) {
   auto op = detail::build_op("DynamicPartition", {data, partitions},
                              {{"num_partitions", num_partitions}}, name, "DynamicPartition");
   std::vector<Output> out;
@@ -174,10 +223,8 @@ inline std::vector<Output> dynamic_partition(Output data, Output partitions,
   return out;
 }
 
-// merged[indices[m][i]] = data[m][i] (TF's tf.dynamic_stitch; with a repeated index, the last
-// one wins).
-inline Output dynamic_stitch(const std::vector<Output>& indices, const std::vector<Output>& data,
-                             std::string_view name = "") {
+PSFLOW_DECL Output dynamic_stitch(const std::vector<Output>& indices,
+                                  const std::vector<Output>& data, std::string_view name) {
   if (indices.empty() || indices.size() != data.size())
     throw InvalidArgument("dynamic_stitch: needs as many index tensors as data tensors (" +
                           std::to_string(indices.size()) + " and " + std::to_string(data.size()) +
@@ -189,15 +236,15 @@ inline Output dynamic_stitch(const std::vector<Output>& indices, const std::vect
       .output(0);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-namespace detail {
+namespace psflow::detail {
 
 // Rows `distinct_ids` (each id once) of the table made of `parts`, in that order: each part's
 // rows read on its own device. `full_rows` is the table's row count.
-inline Output lookup_distinct(const std::vector<Variable>& parts, const std::string& table,
-                              std::size_t full_rows, Output distinct_ids,
-                              std::string_view strategy) {
+PSFLOW_DECL Output lookup_distinct(const std::vector<Variable>& parts, const std::string& table,
+                                   std::size_t full_rows, Output distinct_ids,
+                                   std::string_view strategy) {
   if (parts.size() == 1) return ops::gather(parts.front().ref(), distinct_ids);
   const auto n = static_cast<std::int64_t>(parts.size());
   auto [shard, local] =
@@ -214,15 +261,15 @@ inline Output lookup_distinct(const std::vector<Variable>& parts, const std::str
   return ops::dynamic_stitch(where, rows);
 }
 
-inline void check_strategy(std::string_view strategy) {
+PSFLOW_DECL void check_strategy(std::string_view strategy) {
   if (strategy != "mod" && strategy != "div")
     throw InvalidArgument("embedding_lookup: unknown partition_strategy \"" +
                           std::string(strategy) + "\": use \"mod\" or \"div\" (as TF)");
 }
 
 // The rows of `ids` (any shape) from the table `parts`: ids.shape + row shape.
-inline Output lookup(const std::vector<Variable>& parts, const std::string& table,
-                     std::size_t full_rows, Output ids, std::string_view strategy) {
+PSFLOW_DECL Output lookup(const std::vector<Variable>& parts, const std::string& table,
+                          std::size_t full_rows, Output ids, std::string_view strategy) {
   if (!ids.valid()) throw InvalidArgument("embedding_lookup: ids is an empty Output");
   if (ids.dtype() != DType::int32 && ids.dtype() != DType::int64)
     throw InvalidArgument("embedding_lookup on '" + table + "': ids '" + ids.name() +
@@ -237,22 +284,19 @@ inline Output lookup(const std::vector<Variable>& parts, const std::string& tabl
   return ops::gather(rows, where);
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// Rows `ids` of `params` (TF's tf.nn.embedding_lookup): ids.shape + params.shape[1:]. Read on
-// the variable's device; see the file comment.
-inline Output embedding_lookup(const Variable& params, Output ids) {
+PSFLOW_DECL Output embedding_lookup(const Variable& params, Output ids) {
   if (params.shape().empty())
     throw InvalidArgument("embedding_lookup: variable '" + params.name() +
                           "' has no rows (scalar)");
   return detail::lookup({params}, params.name(), params.shape()[0], ids, "mod");
 }
 
-// The same over the shards of `params`, ids routed by `partition_strategy` ("mod" or "div").
-inline Output embedding_lookup(const PartitionedVariable& params, Output ids,
-                               std::string_view partition_strategy = "mod") {
+PSFLOW_DECL Output embedding_lookup(const PartitionedVariable& params, Output ids,
+                                    std::string_view partition_strategy) {
   detail::check_strategy(partition_strategy);
   if (params.axis() != 0)
     throw InvalidArgument("embedding_lookup: partitioned variable '" + params.name() +
@@ -262,11 +306,10 @@ inline Output embedding_lookup(const PartitionedVariable& params, Output ids,
                         partition_strategy);
 }
 
-// The combined rows of each batch row's ids (TF's tf.nn.embedding_lookup_sparse; see the file
-// comment): [dense_shape[0]] + params.shape[1:].
-inline Output embedding_lookup_sparse(const PartitionedVariable& params, const SparseTensor& sp_ids,
-                                      const std::optional<SparseTensor>& sp_weights,
-                                      std::string_view combiner = "mean") {
+PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
+                                           const SparseTensor& sp_ids,
+                                           const std::optional<SparseTensor>& sp_weights,
+                                           std::string_view combiner) {
   const char* type = detail::sparse_segment_type(combiner);
   if (!sp_ids.indices.valid() || !sp_ids.values.valid() || !sp_ids.dense_shape.valid())
     throw InvalidArgument("embedding_lookup_sparse on '" + params.name() +
@@ -294,17 +337,17 @@ inline Output embedding_lookup_sparse(const PartitionedVariable& params, const S
   return detail::build_op(type, inputs, {}, "", type).output(0);
 }
 
-inline Output embedding_lookup_sparse(const PartitionedVariable& params, const SparseTensor& sp_ids,
-                                      std::string_view combiner = "mean") {
+PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
+                                           const SparseTensor& sp_ids, std::string_view combiner) {
   return embedding_lookup_sparse(params, sp_ids, std::nullopt, combiner);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-namespace detail {
+namespace psflow::detail {
 
 // d/d(data) of a SparseSegment op; indices, segment ids, counts and weights get none.
-inline GradientFunction sparse_segment_grad(const char* grad_type) {
+PSFLOW_DECL GradientFunction sparse_segment_grad(const char* grad_type) {
   return [grad_type](const Operation& op, const Grads& g) {
     std::vector<Output> inputs{g[0], op.input(1), op.input(2), op.input(0)};
     if (op.num_inputs() == 5) inputs.push_back(op.input(4));
@@ -315,7 +358,7 @@ inline GradientFunction sparse_segment_grad(const char* grad_type) {
 }
 
 // Each data tensor gets the rows of the gradient it was stitched into.
-inline Grads dynamic_stitch_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads dynamic_stitch_grad(const Operation& op, const Grads& g) {
   const auto n = static_cast<std::size_t>(op_attr<std::int64_t>(op, "N"));
   Grads out(2 * n);
   for (std::size_t m = 0; m < n; ++m) out[n + m] = ops::gather(g[0], op.input(static_cast<int>(m)));
@@ -340,6 +383,6 @@ PSFLOW_REGISTERED_AT_STARTUP const bool embedding_ops_registered = [] {
   return true;
 }();
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

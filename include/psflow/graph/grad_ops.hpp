@@ -34,7 +34,59 @@ namespace psflow {
 namespace detail {
 
 // The more specific of two shapes that must describe the same tensor.
-inline PartialShape merge_shapes(const PartialShape& a, const PartialShape& b) {
+PSFLOW_DECL PartialShape merge_shapes(const PartialShape& a, const PartialShape& b);
+
+// Reduced axes of a rank-`rank` tensor as flags (empty `axes`: all), or nullopt when out of range.
+PSFLOW_DECL std::optional<std::vector<bool>> reduced_axes(const std::vector<std::int64_t>& axes,
+                                                          std::int64_t rank);
+
+PSFLOW_DECL AttrMap reduction_attrs(const std::vector<std::int64_t>& axes, bool keep_dims);
+
+}  // namespace detail
+
+namespace ops {
+
+PSFLOW_DECL Output zeros_like(Output x, std::string_view name = "");
+PSFLOW_DECL Output ones_like(Output x, std::string_view name = "");
+
+// Sum of one or more tensors of one shape and dtype (TF's add_n).
+PSFLOW_DECL Output add_n(const std::vector<Output>& xs, std::string_view name = "");
+
+// `grad` (shaped like a broadcast result) summed back to the run-time shape of `like`.
+PSFLOW_DECL Output sum_to_shape_of(Output grad, Output like, std::string_view name = "");
+
+// `grad`, the gradient of reduce_sum(like, axes, keep_dims), broadcast back to like's shape.
+PSFLOW_DECL Output broadcast_to_shape_of(Output grad, Output like,
+                                         const std::vector<std::int64_t>& axes, bool keep_dims,
+                                         std::string_view name = "");
+
+// Same for reduce_mean: also divided by the number of elements each output averaged.
+PSFLOW_DECL Output mean_grad(Output grad, Output like, const std::vector<std::int64_t>& axes,
+                             bool keep_dims, std::string_view name = "");
+
+// `x` reshaped to the run-time shape of `like` (same element count).
+PSFLOW_DECL Output reshape_to_shape_of(Output x, Output like, std::string_view name = "");
+
+PSFLOW_DECL Output relu_grad(Output gradients, Output features, std::string_view name = "");
+PSFLOW_DECL Output sigmoid_grad(Output y, Output dy, std::string_view name = "");
+PSFLOW_DECL Output tanh_grad(Output y, Output dy, std::string_view name = "");
+
+// {gx, gy}, both shaped like grad (sum them back with sum_to_shape_of).
+PSFLOW_DECL std::array<Output, 2> maximum_grad(Output x, Output y, Output grad,
+                                               std::string_view name = "");
+PSFLOW_DECL std::array<Output, 2> minimum_grad(Output x, Output y, Output grad,
+                                               std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
+
+PSFLOW_DECL PartialShape merge_shapes(const PartialShape& a, const PartialShape& b) {
   if (!a.known) return b;
   if (!b.known || a.dims.size() != b.dims.size()) return a;
   PartialShape out = a;
@@ -43,9 +95,8 @@ inline PartialShape merge_shapes(const PartialShape& a, const PartialShape& b) {
   return out;
 }
 
-// Reduced axes of a rank-`rank` tensor as flags (empty `axes`: all), or nullopt when out of range.
-inline std::optional<std::vector<bool>> reduced_axes(const std::vector<std::int64_t>& axes,
-                                                     std::int64_t rank) {
+PSFLOW_DECL std::optional<std::vector<bool>> reduced_axes(const std::vector<std::int64_t>& axes,
+                                                          std::int64_t rank) {
   std::vector<bool> reduced(static_cast<std::size_t>(rank), axes.empty());
   for (auto axis : axes) {
     if (axis < -rank || axis >= rank) return std::nullopt;
@@ -55,7 +106,7 @@ inline std::optional<std::vector<bool>> reduced_axes(const std::vector<std::int6
 }
 
 // Shape function of BroadcastToShapeOf and MeanGrad: like's shape, after checking grad's rank.
-inline std::vector<OutputSpec> broadcast_back_shape(const InferenceContext& ctx, bool mean) {
+PSFLOW_DECL std::vector<OutputSpec> broadcast_back_shape(const InferenceContext& ctx, bool mean) {
   if (mean)
     expect_floating(ctx, 0);
   else
@@ -170,75 +221,74 @@ PSFLOW_REGISTERED_AT_STARTUP const bool grad_ops_registered = [] {
   return true;
 }();
 
-inline AttrMap reduction_attrs(const std::vector<std::int64_t>& axes, bool keep_dims) {
+PSFLOW_DECL AttrMap reduction_attrs(const std::vector<std::int64_t>& axes, bool keep_dims) {
   return {{"axes", axes}, {"keep_dims", keep_dims}};
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-inline Output zeros_like(Output x, std::string_view name = "") {
+PSFLOW_DECL Output zeros_like(Output x, std::string_view name) {
   return detail::build_op("ZerosLike", {x}, {}, name, "ZerosLike").output(0);
 }
-inline Output ones_like(Output x, std::string_view name = "") {
+
+PSFLOW_DECL Output ones_like(Output x, std::string_view name) {
   return detail::build_op("OnesLike", {x}, {}, name, "OnesLike").output(0);
 }
 
-// Sum of one or more tensors of one shape and dtype (TF's add_n).
-inline Output add_n(const std::vector<Output>& xs, std::string_view name = "") {
+PSFLOW_DECL Output add_n(const std::vector<Output>& xs, std::string_view name) {
   if (xs.empty()) throw InvalidArgument("ops::add_n needs at least one input");
   return detail::build_op("AddN", xs, {}, name, "AddN").output(0);
 }
 
-// `grad` (shaped like a broadcast result) summed back to the run-time shape of `like`.
-inline Output sum_to_shape_of(Output grad, Output like, std::string_view name = "") {
+PSFLOW_DECL Output sum_to_shape_of(Output grad, Output like, std::string_view name) {
   return detail::build_op("SumToShapeOf", {grad, like}, {}, name, "SumToShapeOf").output(0);
 }
 
-// `grad`, the gradient of reduce_sum(like, axes, keep_dims), broadcast back to like's shape.
-inline Output broadcast_to_shape_of(Output grad, Output like, const std::vector<std::int64_t>& axes,
-                                    bool keep_dims, std::string_view name = "") {
+PSFLOW_DECL Output broadcast_to_shape_of(Output grad, Output like,
+                                         const std::vector<std::int64_t>& axes, bool keep_dims,
+                                         std::string_view name) {
   return detail::build_op("BroadcastToShapeOf", {grad, like},
                           detail::reduction_attrs(axes, keep_dims), name, "BroadcastToShapeOf")
       .output(0);
 }
 
-// Same for reduce_mean: also divided by the number of elements each output averaged.
-inline Output mean_grad(Output grad, Output like, const std::vector<std::int64_t>& axes,
-                        bool keep_dims, std::string_view name = "") {
+PSFLOW_DECL Output mean_grad(Output grad, Output like, const std::vector<std::int64_t>& axes,
+                             bool keep_dims, std::string_view name) {
   return detail::build_op("MeanGrad", {grad, like}, detail::reduction_attrs(axes, keep_dims), name,
                           "MeanGrad")
       .output(0);
 }
 
-// `x` reshaped to the run-time shape of `like` (same element count).
-inline Output reshape_to_shape_of(Output x, Output like, std::string_view name = "") {
+PSFLOW_DECL Output reshape_to_shape_of(Output x, Output like, std::string_view name) {
   return detail::build_op("ReshapeToShapeOf", {x, like}, {}, name, "ReshapeToShapeOf").output(0);
 }
 
-inline Output relu_grad(Output gradients, Output features, std::string_view name = "") {
+PSFLOW_DECL Output relu_grad(Output gradients, Output features, std::string_view name) {
   return detail::build_op("ReluGrad", {gradients, features}, {}, name, "ReluGrad").output(0);
 }
-inline Output sigmoid_grad(Output y, Output dy, std::string_view name = "") {
+
+PSFLOW_DECL Output sigmoid_grad(Output y, Output dy, std::string_view name) {
   return detail::build_op("SigmoidGrad", {y, dy}, {}, name, "SigmoidGrad").output(0);
 }
-inline Output tanh_grad(Output y, Output dy, std::string_view name = "") {
+
+PSFLOW_DECL Output tanh_grad(Output y, Output dy, std::string_view name) {
   return detail::build_op("TanhGrad", {y, dy}, {}, name, "TanhGrad").output(0);
 }
 
-// {gx, gy}, both shaped like grad (sum them back with sum_to_shape_of).
-inline std::array<Output, 2> maximum_grad(Output x, Output y, Output grad,
-                                          std::string_view name = "") {
+PSFLOW_DECL std::array<Output, 2> maximum_grad(Output x, Output y, Output grad,
+                                               std::string_view name) {
   auto op = detail::build_op("MaximumGrad", {x, y, grad}, {}, name, "MaximumGrad");
   return {op.output(0), op.output(1)};
 }
-inline std::array<Output, 2> minimum_grad(Output x, Output y, Output grad,
-                                          std::string_view name = "") {
+
+PSFLOW_DECL std::array<Output, 2> minimum_grad(Output x, Output y, Output grad,
+                                               std::string_view name) {
   auto op = detail::build_op("MinimumGrad", {x, y, grad}, {}, name, "MinimumGrad");
   return {op.output(0), op.output(1)};
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -84,3 +84,8 @@ const T& op_attr(const Operation& op, std::string_view key) {
 }  // namespace detail
 
 }  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

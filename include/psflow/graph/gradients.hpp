@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/sparse_ops.hpp"
@@ -50,19 +51,21 @@ namespace psflow {
 // shaped and typed like it. Throws InvalidArgument when y is empty or not a float tensor, when
 // an x is empty or from another graph, or when a path from an x to y crosses an op without a
 // registered gradient. (Also reachable as psflow::train::gradients, TF's tf.gradients.)
-inline std::vector<Output> gradients(Output y, const std::vector<Output>& xs);
+PSFLOW_DECL std::vector<Output> gradients(Output y, const std::vector<Output>& xs);
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
+}  // namespace psflow
 
-namespace detail {
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
 
 using TensorKey = std::pair<int, int>;  // (node id, output index)
 
-inline TensorKey key_of(const Output& t) { return {t.op().id(), t.index()}; }
+PSFLOW_DECL TensorKey key_of(const Output& t) { return {t.op().id(), t.index()}; }
 
 // The variable reference behind a variable's snapshot ("w/read" = Identity(VariableV2)), else x.
-inline Output differentiation_target(const Output& x) {
+PSFLOW_DECL Output differentiation_target(const Output& x) {
   const Operation op = x.op();
   if (op.type() == "Identity" && op.num_inputs() == 1 && op.input(0).is_ref() &&
       op.input(0).op().type() == "VariableV2")
@@ -72,7 +75,7 @@ inline Output differentiation_target(const Output& x) {
 
 // One IndexedSlices holding all of `parts` (their rows concatenated), or nullopt when some part
 // is dense or their index dtypes differ.
-inline std::optional<IndexedSlices> concatenated_slices(const std::vector<Output>& parts) {
+PSFLOW_DECL std::optional<IndexedSlices> concatenated_slices(const std::vector<Output>& parts) {
   std::vector<Output> values, indices;
   Output dense_shape;
   for (const auto& part : parts) {
@@ -196,9 +199,11 @@ class GradientWalk {
   std::map<TensorKey, std::vector<Output>> pending_;
 };
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-inline std::vector<Output> gradients(Output y, const std::vector<Output>& xs) {
+namespace psflow {
+
+PSFLOW_DECL std::vector<Output> gradients(Output y, const std::vector<Output>& xs) {
   if (!y.valid()) throw InvalidArgument("gradients: y is an empty Output (default-constructed)");
   if (!is_floating(y.dtype()))
     throw InvalidArgument("gradients: y '" + y.name() + "' is " +
@@ -220,3 +225,5 @@ inline std::vector<Output> gradients(Output y, const std::vector<Output>& xs) {
 }
 
 }  // namespace psflow
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

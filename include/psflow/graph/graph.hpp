@@ -22,6 +22,7 @@
 #include <variant>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/device_spec.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/graph/attr_value.hpp"
@@ -273,29 +274,44 @@ class Graph {
   std::mutex runtime_state_mutex_;
   std::shared_ptr<void> runtime_state_;
 };
+inline const detail::Node& Operation::node() const { return graph().node(id_); }
+inline const AttrMap& Operation::attrs() const { return node().attrs; }
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
+inline const OpDef& Graph::checked_def(std::string_view type) const {
+  return OpRegistry::global().lookup(type);
+}
 
-inline Graph& Operation::graph() const {
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow {
+
+PSFLOW_DECL Graph& Operation::graph() const {
   if (!graph_) throw InvalidArgument("using an empty Operation handle (default-constructed)");
   return *graph_;
 }
-inline const detail::Node& Operation::node() const { return graph().node(id_); }
-inline std::string Operation::name() const { return node().name; }
-inline std::string Operation::type() const { return node().type; }
-inline std::string Operation::device() const { return node().device; }
-inline int Operation::num_inputs() const { return static_cast<int>(node().inputs.size()); }
-inline int Operation::num_outputs() const { return static_cast<int>(node().outputs.size()); }
-inline const AttrMap& Operation::attrs() const { return node().attrs; }
-inline Output Operation::input(int i) const {
+
+PSFLOW_DECL std::string Operation::name() const { return node().name; }
+
+PSFLOW_DECL std::string Operation::type() const { return node().type; }
+
+PSFLOW_DECL std::string Operation::device() const { return node().device; }
+
+PSFLOW_DECL int Operation::num_inputs() const { return static_cast<int>(node().inputs.size()); }
+
+PSFLOW_DECL int Operation::num_outputs() const { return static_cast<int>(node().outputs.size()); }
+
+PSFLOW_DECL Output Operation::input(int i) const {
   const auto& n = node();
   if (i < 0 || i >= static_cast<int>(n.inputs.size()))
     throw InvalidArgument("op '" + n.name + "' has " + std::to_string(n.inputs.size()) +
                           " inputs, asked for input " + std::to_string(i));
   return Output(Operation(graph_, n.inputs[i].node), n.inputs[i].index);
 }
-inline Output Operation::output(int i) const {
+
+PSFLOW_DECL Output Operation::output(int i) const {
   const auto& n = node();
   if (i < 0 || i >= static_cast<int>(n.outputs.size()))
     throw InvalidArgument("op '" + n.name + "' (" + n.type + ") has " +
@@ -303,18 +319,22 @@ inline Output Operation::output(int i) const {
                           std::to_string(i));
   return Output(*this, i);
 }
-inline std::vector<Operation> Operation::control_inputs() const {
+
+PSFLOW_DECL std::vector<Operation> Operation::control_inputs() const {
   std::vector<Operation> out;
   for (int id : node().control_inputs) out.emplace_back(graph_, id);
   return out;
 }
 
-inline std::string Output::name() const { return op_.name() + ":" + std::to_string(index_); }
-inline DType Output::dtype() const { return op_.node().outputs.at(index_).dtype; }
-inline PartialShape Output::shape() const { return op_.node().outputs.at(index_).shape; }
-inline bool Output::is_ref() const { return op_.node().outputs.at(index_).is_ref; }
+PSFLOW_DECL std::string Output::name() const { return op_.name() + ":" + std::to_string(index_); }
 
-inline std::string Graph::unique_name(std::string_view name, bool with_scope) {
+PSFLOW_DECL DType Output::dtype() const { return op_.node().outputs.at(index_).dtype; }
+
+PSFLOW_DECL PartialShape Output::shape() const { return op_.node().outputs.at(index_).shape; }
+
+PSFLOW_DECL bool Output::is_ref() const { return op_.node().outputs.at(index_).is_ref; }
+
+PSFLOW_DECL std::string Graph::unique_name(std::string_view name, bool with_scope) {
   std::string base = std::string(name);
   if (with_scope && !current_name_scope().empty()) base = current_name_scope() + "/" + base;
   int& uses = names_in_use_[base];
@@ -330,7 +350,7 @@ inline std::string Graph::unique_name(std::string_view name, bool with_scope) {
   return candidate;
 }
 
-inline ScopeGuard Graph::name_scope(std::string_view name) {
+PSFLOW_DECL ScopeGuard Graph::name_scope(std::string_view name) {
   if (name.empty()) {  // TF: an empty name resets to the root scope
     name_scope_.push_back("");
   } else {
@@ -345,7 +365,7 @@ inline ScopeGuard Graph::name_scope(std::string_view name) {
   return ScopeGuard([this] { name_scope_.pop_back(); });
 }
 
-inline ScopeGuard Graph::variable_scope(std::string_view name, VariableReuse reuse) {
+PSFLOW_DECL ScopeGuard Graph::variable_scope(std::string_view name, VariableReuse reuse) {
   if (name.empty() || name.find_first_of(":") != std::string_view::npos || name.front() == '/' ||
       name.back() == '/')
     throw InvalidArgument("variable_scope: '" + std::string(name) +
@@ -364,7 +384,7 @@ inline ScopeGuard Graph::variable_scope(std::string_view name, VariableReuse reu
   });
 }
 
-inline void Graph::reuse_variables() {
+PSFLOW_DECL void Graph::reuse_variables() {
   if (variable_scopes_.empty())
     throw InvalidArgument(
         "reuse_variables: no variable_scope is open (the root scope never "
@@ -372,7 +392,7 @@ inline void Graph::reuse_variables() {
   variable_scopes_.back().reuse = VariableReuse::reuse;
 }
 
-inline ScopeGuard Graph::colocate_with(const Operation& op) {
+PSFLOW_DECL ScopeGuard Graph::colocate_with(const Operation& op) {
   if (&op.graph() != this)
     throw InvalidArgument("colocate_with: op '" + op.name() + "' is from another graph");
   const int root = op.node().colocate_with >= 0 ? op.node().colocate_with : op.id();
@@ -380,7 +400,7 @@ inline ScopeGuard Graph::colocate_with(const Operation& op) {
   return ScopeGuard([this] { colocation_scopes_.pop_back(); });
 }
 
-inline ScopeGuard Graph::control_dependencies(std::vector<Operation> ops) {
+PSFLOW_DECL ScopeGuard Graph::control_dependencies(std::vector<Operation> ops) {
   for (const auto& op : ops)
     if (&op.graph() != this)
       throw InvalidArgument("control_dependencies: op '" + op.name() + "' is from another graph");
@@ -388,7 +408,7 @@ inline ScopeGuard Graph::control_dependencies(std::vector<Operation> ops) {
   return ScopeGuard([this] { control_scopes_.pop_back(); });
 }
 
-inline std::vector<Operation> Graph::operations() const {
+PSFLOW_DECL std::vector<Operation> Graph::operations() const {
   std::vector<Operation> out;
   out.reserve(nodes_.size());
   for (std::size_t i = 0; i < nodes_.size(); ++i)
@@ -396,18 +416,18 @@ inline std::vector<Operation> Graph::operations() const {
   return out;
 }
 
-inline std::optional<Operation> Graph::find_operation(std::string_view name) const {
+PSFLOW_DECL std::optional<Operation> Graph::find_operation(std::string_view name) const {
   auto it = index_by_name_.find(std::string(name));
   if (it == index_by_name_.end()) return std::nullopt;
   return Operation(const_cast<Graph*>(this), it->second);
 }
 
-inline Operation Graph::operation(std::string_view name) const {
+PSFLOW_DECL Operation Graph::operation(std::string_view name) const {
   if (auto op = find_operation(name)) return *op;
   throw NotFound("no operation named '" + std::string(name) + "' in this graph");
 }
 
-inline Output Graph::tensor(std::string_view name) const {
+PSFLOW_DECL Output Graph::tensor(std::string_view name) const {
   auto colon = name.rfind(':');
   int index = 0;
   std::string_view op_name = name;
@@ -422,11 +442,7 @@ inline Output Graph::tensor(std::string_view name) const {
   return operation(op_name).output(index);
 }
 
-inline const OpDef& Graph::checked_def(std::string_view type) const {
-  return OpRegistry::global().lookup(type);
-}
-
-inline std::string Graph::device_for(const Operation& op) {
+PSFLOW_DECL std::string Graph::device_for(const Operation& op) {
   // TF's _apply_device_functions: innermost scope first; a string scope merges under the
   // op's current device (the op's fields win); a function scope replaces it; a reset stops.
   std::string device;
@@ -444,7 +460,7 @@ inline std::string Graph::device_for(const Operation& op) {
   return device;
 }
 
-inline Operation Graph::create_op(NodeSpec spec) {
+PSFLOW_DECL Operation Graph::create_op(NodeSpec spec) {
   const OpDef& def = checked_def(spec.type);
   const std::string display = spec.name.empty() ? spec.default_name : spec.name;
   if (def.num_inputs >= 0 && static_cast<int>(spec.inputs.size()) != def.num_inputs)
@@ -518,3 +534,5 @@ inline Operation Graph::create_op(NodeSpec spec) {
 }
 
 }  // namespace psflow
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/graph.hpp"
 
 namespace psflow {
@@ -24,7 +25,21 @@ struct GraphDef {
 };
 
 // The NodeDef of node `id` (inputs by name, device as requested).
-inline NodeDef to_node_def(const Graph& graph, int id) {
+PSFLOW_DECL NodeDef to_node_def(const Graph& graph, int id);
+
+// Adds every node of `def` to `graph` (normally empty) under exactly its name and device.
+// Throws InvalidArgument for an unknown input, a duplicate name or an input that comes later
+// (which also rules out cycles).
+PSFLOW_DECL void import_graph_def(Graph& graph, const GraphDef& def);
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow {
+
+PSFLOW_DECL NodeDef to_node_def(const Graph& graph, int id) {
   const auto& node = graph.node(id);
   NodeDef def{node.name, node.type, {}, node.device, node.attrs};
   for (const TensorId& in : node.inputs)
@@ -33,10 +48,7 @@ inline NodeDef to_node_def(const Graph& graph, int id) {
   return def;
 }
 
-// Adds every node of `def` to `graph` (normally empty) under exactly its name and device.
-// Throws InvalidArgument for an unknown input, a duplicate name or an input that comes later
-// (which also rules out cycles).
-inline void import_graph_def(Graph& graph, const GraphDef& def) {
+PSFLOW_DECL void import_graph_def(Graph& graph, const GraphDef& def) {
   for (const NodeDef& n : def.nodes) {
     if (graph.find_operation(n.name))
       throw InvalidArgument("GraphDef has two nodes named '" + n.name + "'");
@@ -77,3 +89,5 @@ inline void import_graph_def(Graph& graph, const GraphDef& def) {
 }
 
 }  // namespace psflow
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -20,34 +20,90 @@
 
 namespace psflow {
 
-namespace detail {
+namespace ops {
+
+// x == y element-wise (numpy broadcasting): a bool tensor. Any dtype, both inputs alike.
+PSFLOW_DECL Output equal(Output x, Output y, std::string_view name = "");
+// x != y element-wise: a bool tensor. Any dtype, both inputs alike.
+PSFLOW_DECL Output not_equal(Output x, Output y, std::string_view name = "");
+// x < y, x <= y, x > y, x >= y element-wise: bool tensors, for number inputs of one dtype. A NaN
+// compares false.
+PSFLOW_DECL Output less(Output x, Output y, std::string_view name = "");
+PSFLOW_DECL Output less_equal(Output x, Output y, std::string_view name = "");
+PSFLOW_DECL Output greater(Output x, Output y, std::string_view name = "");
+PSFLOW_DECL Output greater_equal(Output x, Output y, std::string_view name = "");
+
+// x && y, x || y element-wise (broadcasting) and !x, on bool tensors.
+PSFLOW_DECL Output logical_and(Output x, Output y, std::string_view name = "");
+PSFLOW_DECL Output logical_or(Output x, Output y, std::string_view name = "");
+PSFLOW_DECL Output logical_not(Output x, std::string_view name = "");
+
+// TF1's tf.where(cond, x, y) (op Select): x where cond is true, else y. x and y have one dtype
+// and shape; cond is bool with x's shape, a scalar, or a vector as long as x's first dimension
+// (it then picks whole rows of a matrix or higher-rank x).
+PSFLOW_DECL Output where(Output cond, Output x, Output y, std::string_view name = "");
+
+// x converted to `dtype` (TF's tf.cast): floats to integers truncate toward zero (NaN and
+// values outside the integer's range give its lowest value, as TF on x86), numbers to bool are
+// x != 0, bool to numbers 1 or 0, wider to narrower integers wrap. When x already has `dtype`,
+// x itself is returned and no op is added, as tf.cast does.
+PSFLOW_DECL Output cast(Output x, DType dtype, std::string_view name = "");
+
+}  // namespace ops
+
+// TF1's comparison and logical operator overloads (Tensor.__lt__, __and__, ...). == and != stay
+// identity comparisons of Outputs, as in TF1: use ops::equal / ops::not_equal.
+PSFLOW_DECL Output operator<(Output x, Output y);
+PSFLOW_DECL Output operator<=(Output x, Output y);
+PSFLOW_DECL Output operator>(Output x, Output y);
+PSFLOW_DECL Output operator>=(Output x, Output y);
+// A number on one side becomes a constant of the tensor's dtype, as in TF.
+PSFLOW_DECL Output operator<(Output x, double y);
+PSFLOW_DECL Output operator<(double x, Output y);
+PSFLOW_DECL Output operator<=(Output x, double y);
+PSFLOW_DECL Output operator<=(double x, Output y);
+PSFLOW_DECL Output operator>(Output x, double y);
+PSFLOW_DECL Output operator>(double x, Output y);
+PSFLOW_DECL Output operator>=(Output x, double y);
+PSFLOW_DECL Output operator>=(double x, Output y);
+PSFLOW_DECL Output operator&(Output x, Output y);
+PSFLOW_DECL Output operator|(Output x, Output y);
+PSFLOW_DECL Output operator~(Output x);
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
 
 // Equal and NotEqual: any dtype, bool included; both inputs of one dtype, broadcast together.
-inline std::vector<OutputSpec> infer_equality(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_equality(const InferenceContext& ctx) {
   auto out = broadcast_binary(ctx);
   out[0].dtype = DType::boolean;
   return out;
 }
 
 // Less, LessEqual, Greater, GreaterEqual: numbers only.
-inline std::vector<OutputSpec> infer_comparison(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_comparison(const InferenceContext& ctx) {
   ctx.expect_same_dtype(0, 1);
   expect_numeric(ctx, 0);
   return infer_equality(ctx);
 }
 
-inline void expect_bool(const InferenceContext& ctx, std::size_t i) {
+PSFLOW_DECL void expect_bool(const InferenceContext& ctx, std::size_t i) {
   if (ctx.input_dtypes[i] != DType::boolean)
     ctx.fail("needs a bool input, got " + ctx.describe_input(i) +
              " (compare it, or cast it to bool, first)");
 }
 
-inline std::vector<OutputSpec> infer_logical_binary(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_logical_binary(const InferenceContext& ctx) {
   expect_bool(ctx, 0);
   expect_bool(ctx, 1);
   return broadcast_binary(ctx);
 }
-inline std::vector<OutputSpec> infer_logical_not(const InferenceContext& ctx) {
+
+PSFLOW_DECL std::vector<OutputSpec> infer_logical_not(const InferenceContext& ctx) {
   expect_bool(ctx, 0);
   return same_as_input(ctx);
 }
@@ -55,7 +111,7 @@ inline std::vector<OutputSpec> infer_logical_not(const InferenceContext& ctx) {
 // Select(cond, x, y): x and y of one dtype and shape; cond bool and either x's shape, a scalar
 // (picks all of x or all of y), or a vector as long as x's first dimension when x has rank 2 or
 // more (picks whole rows), as TF1's Select kernel accepts.
-inline std::vector<OutputSpec> infer_select(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_select(const InferenceContext& ctx) {
   expect_bool(ctx, 0);
   ctx.expect_same_dtype(1, 2);
   const auto& cond = ctx.input_shapes[0];
@@ -77,95 +133,104 @@ inline std::vector<OutputSpec> infer_select(const InferenceContext& ctx) {
   return {OutputSpec{ctx.input_dtypes[1], out}};
 }
 
-inline std::vector<OutputSpec> infer_cast(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_cast(const InferenceContext& ctx) {
   return {OutputSpec{ctx.attr<DType>("DstT"), ctx.input_shapes[0]}};
 }
 
-inline Output logic_binary(const char* type, const char* default_name, Output x, Output y,
-                           std::string_view name) {
+PSFLOW_DECL Output logic_binary(const char* type, const char* default_name, Output x, Output y,
+                                std::string_view name) {
   return build_op(type, {x, y}, {}, name, default_name).output(0);
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// x == y element-wise (numpy broadcasting): a bool tensor. Any dtype, both inputs alike.
-inline Output equal(Output x, Output y, std::string_view name = "") {
+PSFLOW_DECL Output equal(Output x, Output y, std::string_view name) {
   return detail::logic_binary("Equal", "Equal", x, y, name);
 }
-// x != y element-wise: a bool tensor. Any dtype, both inputs alike.
-inline Output not_equal(Output x, Output y, std::string_view name = "") {
+
+PSFLOW_DECL Output not_equal(Output x, Output y, std::string_view name) {
   return detail::logic_binary("NotEqual", "NotEqual", x, y, name);
 }
-// x < y, x <= y, x > y, x >= y element-wise: bool tensors, for number inputs of one dtype. A NaN
-// compares false.
-inline Output less(Output x, Output y, std::string_view name = "") {
+
+PSFLOW_DECL Output less(Output x, Output y, std::string_view name) {
   return detail::logic_binary("Less", "Less", x, y, name);
 }
-inline Output less_equal(Output x, Output y, std::string_view name = "") {
+
+PSFLOW_DECL Output less_equal(Output x, Output y, std::string_view name) {
   return detail::logic_binary("LessEqual", "LessEqual", x, y, name);
 }
-inline Output greater(Output x, Output y, std::string_view name = "") {
+
+PSFLOW_DECL Output greater(Output x, Output y, std::string_view name) {
   return detail::logic_binary("Greater", "Greater", x, y, name);
 }
-inline Output greater_equal(Output x, Output y, std::string_view name = "") {
+
+PSFLOW_DECL Output greater_equal(Output x, Output y, std::string_view name) {
   return detail::logic_binary("GreaterEqual", "GreaterEqual", x, y, name);
 }
 
-// x && y, x || y element-wise (broadcasting) and !x, on bool tensors.
-inline Output logical_and(Output x, Output y, std::string_view name = "") {
+PSFLOW_DECL Output logical_and(Output x, Output y, std::string_view name) {
   return detail::logic_binary("LogicalAnd", "LogicalAnd", x, y, name);
 }
-inline Output logical_or(Output x, Output y, std::string_view name = "") {
+
+PSFLOW_DECL Output logical_or(Output x, Output y, std::string_view name) {
   return detail::logic_binary("LogicalOr", "LogicalOr", x, y, name);
 }
-inline Output logical_not(Output x, std::string_view name = "") {
+
+PSFLOW_DECL Output logical_not(Output x, std::string_view name) {
   return detail::build_op("LogicalNot", {x}, {}, name, "LogicalNot").output(0);
 }
 
-// TF1's tf.where(cond, x, y) (op Select): x where cond is true, else y. x and y have one dtype
-// and shape; cond is bool with x's shape, a scalar, or a vector as long as x's first dimension
-// (it then picks whole rows of a matrix or higher-rank x).
-inline Output where(Output cond, Output x, Output y, std::string_view name = "") {
+PSFLOW_DECL Output where(Output cond, Output x, Output y, std::string_view name) {
   return detail::build_op("Select", {cond, x, y}, {}, name, "Select").output(0);
 }
 
-// x converted to `dtype` (TF's tf.cast): floats to integers truncate toward zero (NaN and
-// values outside the integer's range give its lowest value, as TF on x86), numbers to bool are
-// x != 0, bool to numbers 1 or 0, wider to narrower integers wrap. When x already has `dtype`,
-// x itself is returned and no op is added, as tf.cast does.
-inline Output cast(Output x, DType dtype, std::string_view name = "") {
+PSFLOW_DECL Output cast(Output x, DType dtype, std::string_view name) {
   if (x.valid() && x.dtype() == dtype) return x;
   return detail::build_op("Cast", {x}, {{"DstT", dtype}}, name, "Cast").output(0);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-// TF1's comparison and logical operator overloads (Tensor.__lt__, __and__, ...). == and != stay
-// identity comparisons of Outputs, as in TF1: use ops::equal / ops::not_equal.
-inline Output operator<(Output x, Output y) { return ops::less(x, y); }
-inline Output operator<=(Output x, Output y) { return ops::less_equal(x, y); }
-inline Output operator>(Output x, Output y) { return ops::greater(x, y); }
-inline Output operator>=(Output x, Output y) { return ops::greater_equal(x, y); }
-// A number on one side becomes a constant of the tensor's dtype, as in TF.
-inline Output operator<(Output x, double y) { return x < ops::scalar_like(x, y); }
-inline Output operator<(double x, Output y) { return ops::scalar_like(y, x) < y; }
-inline Output operator<=(Output x, double y) { return x <= ops::scalar_like(x, y); }
-inline Output operator<=(double x, Output y) { return ops::scalar_like(y, x) <= y; }
-inline Output operator>(Output x, double y) { return x > ops::scalar_like(x, y); }
-inline Output operator>(double x, Output y) { return ops::scalar_like(y, x) > y; }
-inline Output operator>=(Output x, double y) { return x >= ops::scalar_like(x, y); }
-inline Output operator>=(double x, Output y) { return ops::scalar_like(y, x) >= y; }
-inline Output operator&(Output x, Output y) { return ops::logical_and(x, y); }
-inline Output operator|(Output x, Output y) { return ops::logical_or(x, y); }
-inline Output operator~(Output x) { return ops::logical_not(x); }
+namespace psflow {
 
-// Definitions and gradients, registered once per program.
-namespace detail {
+PSFLOW_DECL Output operator<(Output x, Output y) { return ops::less(x, y); }
+
+PSFLOW_DECL Output operator<=(Output x, Output y) { return ops::less_equal(x, y); }
+
+PSFLOW_DECL Output operator>(Output x, Output y) { return ops::greater(x, y); }
+
+PSFLOW_DECL Output operator>=(Output x, Output y) { return ops::greater_equal(x, y); }
+
+PSFLOW_DECL Output operator<(Output x, double y) { return x < ops::scalar_like(x, y); }
+
+PSFLOW_DECL Output operator<(double x, Output y) { return ops::scalar_like(y, x) < y; }
+
+PSFLOW_DECL Output operator<=(Output x, double y) { return x <= ops::scalar_like(x, y); }
+
+PSFLOW_DECL Output operator<=(double x, Output y) { return ops::scalar_like(y, x) <= y; }
+
+PSFLOW_DECL Output operator>(Output x, double y) { return x > ops::scalar_like(x, y); }
+
+PSFLOW_DECL Output operator>(double x, Output y) { return ops::scalar_like(y, x) > y; }
+
+PSFLOW_DECL Output operator>=(Output x, double y) { return x >= ops::scalar_like(x, y); }
+
+PSFLOW_DECL Output operator>=(double x, Output y) { return ops::scalar_like(y, x) >= y; }
+
+PSFLOW_DECL Output operator&(Output x, Output y) { return ops::logical_and(x, y); }
+
+PSFLOW_DECL Output operator|(Output x, Output y) { return ops::logical_or(x, y); }
+
+PSFLOW_DECL Output operator~(Output x) { return ops::logical_not(x); }
+
+}  // namespace psflow
+
+namespace psflow::detail {
 
 // TF's _SelectGrad: x gets the gradient where cond is true, y where it is false.
-inline Grads select_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads select_grad(const Operation& op, const Grads& g) {
   const Output cond = op.input(0);
   const Output zeros = ops::zeros_like(g[0]);
   return {Output{}, ops::where(cond, g[0], zeros), ops::where(cond, zeros, g[0])};
@@ -173,7 +238,7 @@ inline Grads select_grad(const Operation& op, const Grads& g) {
 
 // TF's _CastGrad: the gradient cast back to the source dtype between floating dtypes; none
 // into or out of int and bool.
-inline Grads cast_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads cast_grad(const Operation& op, const Grads& g) {
   const DType src = op.input(0).dtype();
   if (!is_floating(src) || !is_floating(g[0].dtype())) return {Output{}};
   return {ops::cast(g[0], src)};
@@ -198,6 +263,6 @@ PSFLOW_REGISTERED_AT_STARTUP const bool logic_ops_registered = [] {
   return true;
 }();
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -17,12 +17,68 @@
 
 namespace psflow {
 
-namespace detail {
+namespace ops {
+
+// Per-example softmax cross-entropy between `labels` (a distribution per row) and `logits`.
+PSFLOW_DECL Output softmax_cross_entropy_with_logits(Output labels, Output logits,
+                                                     std::string_view name = "");
+
+// Element-wise logistic loss of `logits` x against `labels` z (probabilities in [0, 1]), as
+// TF1's tf.nn.sigmoid_cross_entropy_with_logits: z * -log(sigmoid(x)) + (1 - z) *
+// -log(1 - sigmoid(x)), computed as max(x, 0) - x * z + log(1 + exp(-|x|)) so that no large
+// |x| overflows. TF builds that formula from element-wise ops; psflow runs it as one op,
+// "SigmoidCrossEntropyWithLogits" (inputs logits, labels), with the gradient below. Both inputs
+// are float32 or float64 of one dtype and one shape. The node is named "logistic_loss" by default,
+// TF's name for it.
+PSFLOW_DECL Output sigmoid_cross_entropy_with_logits(Output labels, Output logits,
+                                                     std::string_view name = "");
+
+}  // namespace ops
+
+// --- Model-building breadth: softmax, log_softmax, sparse softmax cross-entropy, softplus, elu,
+// leaky_relu, l2_loss ---
+
+namespace ops {
+
+// softmax(logits) over the last axis: exp(x - max) / sum(exp(x - max)) per row, so large logits
+// do not overflow (TF's tf.nn.softmax with the default axis). Rank >= 1, float32 or float64.
+PSFLOW_DECL Output softmax(Output logits, std::string_view name = "");
+
+// log(softmax(logits)) over the last axis, computed as x - max - log(sum(exp(x - max))).
+PSFLOW_DECL Output log_softmax(Output logits, std::string_view name = "");
+
+// Per-example cross-entropy of `logits` [batch, classes] against integer class `labels` [batch]
+// (int32 or int64), TF1's tf.nn.sparse_softmax_cross_entropy_with_logits (labels first, as in
+// psflow's other cross-entropies). A label outside [0, classes) fails the step with
+// InvalidArgument naming the node and the label. Labels get no gradient.
+PSFLOW_DECL Output sparse_softmax_cross_entropy_with_logits(Output labels, Output logits,
+                                                            std::string_view name = "");
+
+// log(1 + exp(x)), computed without overflow for large |x|.
+PSFLOW_DECL Output softplus(Output x, std::string_view name = "");
+
+// exp(x) - 1 where x < 0, else x.
+PSFLOW_DECL Output elu(Output x, std::string_view name = "");
+
+// x where x > 0, else alpha * x (TF's tf.nn.leaky_relu; attr alpha).
+PSFLOW_DECL Output leaky_relu(Output x, double alpha = 0.2, std::string_view name = "");
+
+// sum(x ** 2) / 2 over every element: a scalar of x's dtype.
+PSFLOW_DECL Output l2_loss(Output x, std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
 
 // TF's _SoftmaxCrossEntropyWithLogitsGrad: the kernel's second output, softmax(logits) - labels,
 // times the per-example incoming gradient expanded to a column. Inputs are (logits, labels);
 // like TF1's softmax_cross_entropy_with_logits (v1), labels get no gradient.
-inline Grads softmax_xent_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads softmax_xent_grad(const Operation& op, const Grads& g) {
   if (g.size() > 1 && g[1].valid())
     throw InvalidArgument("gradients: op '" + op.name() +
                           "' (SoftmaxCrossEntropyWithLogits) is differentiated through its "
@@ -66,7 +122,7 @@ PSFLOW_REGISTERED_AT_STARTUP const bool nn_ops_registered = [] {
 
 // Inputs (logits, labels) of one floating dtype and one shape (no broadcasting, as TF1 requires);
 // the loss has that shape too.
-inline std::vector<OutputSpec> infer_sigmoid_xent(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_sigmoid_xent(const InferenceContext& ctx) {
   expect_floating(ctx, 0);
   ctx.expect_same_dtype(0, 1);
   const auto& logits = ctx.input_shapes[0];
@@ -82,39 +138,31 @@ inline std::vector<OutputSpec> infer_sigmoid_xent(const InferenceContext& ctx) {
   return {OutputSpec{ctx.input_dtypes[0], merge_shapes(logits, labels)}};
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// Per-example softmax cross-entropy between `labels` (a distribution per row) and `logits`.
-inline Output softmax_cross_entropy_with_logits(Output labels, Output logits,
-                                                std::string_view name = "") {
+PSFLOW_DECL Output softmax_cross_entropy_with_logits(Output labels, Output logits,
+                                                     std::string_view name) {
   return detail::build_op("SoftmaxCrossEntropyWithLogits", {logits, labels}, {}, name,
                           "SoftmaxCrossEntropyWithLogits")
       .output(0);
 }
 
-// Element-wise logistic loss of `logits` x against `labels` z (probabilities in [0, 1]), as
-// TF1's tf.nn.sigmoid_cross_entropy_with_logits: z * -log(sigmoid(x)) + (1 - z) *
-// -log(1 - sigmoid(x)), computed as max(x, 0) - x * z + log(1 + exp(-|x|)) so that no large
-// |x| overflows. TF builds that formula from element-wise ops; psflow runs it as one op,
-// "SigmoidCrossEntropyWithLogits" (inputs logits, labels), with the gradient below. Both inputs
-// are float32 or float64 of one dtype and one shape. The node is named "logistic_loss" by default,
-// TF's name for it.
-inline Output sigmoid_cross_entropy_with_logits(Output labels, Output logits,
-                                                std::string_view name = "") {
+PSFLOW_DECL Output sigmoid_cross_entropy_with_logits(Output labels, Output logits,
+                                                     std::string_view name) {
   return detail::build_op("SigmoidCrossEntropyWithLogits", {logits, labels}, {}, name,
                           "logistic_loss")
       .output(0);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-namespace detail {
+namespace psflow::detail {
 
 // What TF's composed formula differentiates to: d/dx = sigmoid(x) - z and, for the labels (TF
 // gives them one too), d/dz = -x, each times the incoming gradient.
-inline Grads sigmoid_xent_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads sigmoid_xent_grad(const Operation& op, const Grads& g) {
   if (!g[0].valid()) return {Output{}, Output{}};
   const Output logits = op.input(0), labels = op.input(1);
   return {ops::mul(g[0], ops::sub(ops::sigmoid(logits), labels)), ops::neg(ops::mul(g[0], logits))};
@@ -127,15 +175,8 @@ PSFLOW_REGISTERED_AT_STARTUP const bool sigmoid_xent_registered = [] {
   return true;
 }();
 
-}  // namespace detail
-
-// --- Model-building breadth: softmax, log_softmax, sparse softmax cross-entropy, softplus, elu,
-// leaky_relu, l2_loss ---
-
-namespace detail {
-
 // Softmax and LogSoftmax: floating logits of rank >= 1, normalised over the last axis.
-inline std::vector<OutputSpec> infer_softmax(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_softmax(const InferenceContext& ctx) {
   expect_floating(ctx, 0);
   const auto& s = ctx.input_shapes[0];
   if (s.known && s.dims.empty())
@@ -146,7 +187,7 @@ inline std::vector<OutputSpec> infer_softmax(const InferenceContext& ctx) {
 
 // Inputs (logits [batch, classes] float, labels [batch] int32/int64); outputs loss [batch] and
 // backprop [batch, classes] = softmax(logits) - one_hot(labels).
-inline std::vector<OutputSpec> infer_sparse_softmax_xent(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_sparse_softmax_xent(const InferenceContext& ctx) {
   expect_floating(ctx, 0);
   if (ctx.input_dtypes[1] != DType::int32 && ctx.input_dtypes[1] != DType::int64)
     ctx.fail("labels must be int32 or int64 class indices, got " + ctx.describe_input(1));
@@ -169,74 +210,65 @@ inline std::vector<OutputSpec> infer_sparse_softmax_xent(const InferenceContext&
           OutputSpec{t, PartialShape::of({batch, classes})}};
 }
 
-inline std::vector<OutputSpec> infer_l2_loss(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_l2_loss(const InferenceContext& ctx) {
   expect_floating(ctx, 0);
   return {OutputSpec{ctx.input_dtypes[0], PartialShape::scalar()}};
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// softmax(logits) over the last axis: exp(x - max) / sum(exp(x - max)) per row, so large logits
-// do not overflow (TF's tf.nn.softmax with the default axis). Rank >= 1, float32 or float64.
-inline Output softmax(Output logits, std::string_view name = "") {
+PSFLOW_DECL Output softmax(Output logits, std::string_view name) {
   return detail::build_op("Softmax", {logits}, {}, name, "Softmax").output(0);
 }
 
-// log(softmax(logits)) over the last axis, computed as x - max - log(sum(exp(x - max))).
-inline Output log_softmax(Output logits, std::string_view name = "") {
+PSFLOW_DECL Output log_softmax(Output logits, std::string_view name) {
   return detail::build_op("LogSoftmax", {logits}, {}, name, "LogSoftmax").output(0);
 }
 
-// Per-example cross-entropy of `logits` [batch, classes] against integer class `labels` [batch]
-// (int32 or int64), TF1's tf.nn.sparse_softmax_cross_entropy_with_logits (labels first, as in
-// psflow's other cross-entropies). A label outside [0, classes) fails the step with
-// InvalidArgument naming the node and the label. Labels get no gradient.
-inline Output sparse_softmax_cross_entropy_with_logits(Output labels, Output logits,
-                                                       std::string_view name = "") {
+PSFLOW_DECL Output sparse_softmax_cross_entropy_with_logits(Output labels, Output logits,
+                                                            std::string_view name) {
   return detail::build_op("SparseSoftmaxCrossEntropyWithLogits", {logits, labels}, {}, name,
                           "SparseSoftmaxCrossEntropyWithLogits")
       .output(0);
 }
 
-// log(1 + exp(x)), computed without overflow for large |x|.
-inline Output softplus(Output x, std::string_view name = "") {
+PSFLOW_DECL Output softplus(Output x, std::string_view name) {
   return detail::build_op("Softplus", {x}, {}, name, "Softplus").output(0);
 }
 
-// exp(x) - 1 where x < 0, else x.
-inline Output elu(Output x, std::string_view name = "") {
+PSFLOW_DECL Output elu(Output x, std::string_view name) {
   return detail::build_op("Elu", {x}, {}, name, "Elu").output(0);
 }
 
-// x where x > 0, else alpha * x (TF's tf.nn.leaky_relu; attr alpha).
-inline Output leaky_relu(Output x, double alpha = 0.2, std::string_view name = "") {
+PSFLOW_DECL Output leaky_relu(Output x, double alpha, std::string_view name) {
   return detail::build_op("LeakyRelu", {x}, {{"alpha", alpha}}, name, "LeakyRelu").output(0);
 }
 
-// sum(x ** 2) / 2 over every element: a scalar of x's dtype.
-inline Output l2_loss(Output x, std::string_view name = "") {
+PSFLOW_DECL Output l2_loss(Output x, std::string_view name) {
   return detail::build_op("L2Loss", {x}, {}, name, "L2Loss").output(0);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-namespace detail {
+namespace psflow::detail {
 
 // TF's _SoftmaxGrad: (g - sum(g * y, last axis)) * y, from the output y.
-inline Grads softmax_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads softmax_grad(const Operation& op, const Grads& g) {
   const Output y = op.output(0);
   return {ops::mul(ops::sub(g[0], ops::reduce_sum(ops::mul(g[0], y), {-1}, true)), y)};
 }
+
 // TF's _LogSoftmaxGrad: g - sum(g, last axis) * exp(y), from the output y.
-inline Grads log_softmax_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads log_softmax_grad(const Operation& op, const Grads& g) {
   const Output y = op.output(0);
   return {ops::sub(g[0], ops::mul(ops::reduce_sum(g[0], {-1}, true), ops::exp(y)))};
 }
+
 // Like SoftmaxCrossEntropyWithLogits: output 1 (the backprop) times the per-example gradient;
 // the integer labels get none.
-inline Grads sparse_softmax_xent_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads sparse_softmax_xent_grad(const Operation& op, const Grads& g) {
   if (g.size() > 1 && g[1].valid())
     throw InvalidArgument("gradients: op '" + op.name() +
                           "' (SparseSoftmaxCrossEntropyWithLogits) is differentiated through its "
@@ -244,27 +276,31 @@ inline Grads sparse_softmax_xent_grad(const Operation& op, const Grads& g) {
   if (!g[0].valid()) return {Output{}, Output{}};
   return {ops::mul(ops::reshape(g[0], {-1, 1}), op.output(1)), Output{}};
 }
+
 // d softplus(x) = sigmoid(x).
-inline Grads softplus_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads softplus_grad(const Operation& op, const Grads& g) {
   return {ops::mul(g[0], ops::sigmoid(op.input(0)))};
 }
+
 // TF's EluGrad from the output y: g * (y + 1) where y < 0, else g; composed here as
 // g * (min(y, 0) + 1), which is the same thing without a separate op.
-inline Grads elu_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads elu_grad(const Operation& op, const Grads& g) {
   const Output y = op.output(0);
   return {ops::mul(g[0],
                    ops::add(ops::minimum(y, ops::scalar_like(y, 0.0)), ops::scalar_like(y, 1.0)))};
 }
+
 // TF's LeakyReluGrad: g where x > 0, else alpha * g; composed as
 // alpha * g + (1 - alpha) * relu_grad(g, x).
-inline Grads leaky_relu_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads leaky_relu_grad(const Operation& op, const Grads& g) {
   const double alpha = op_attr<double>(op, "alpha");
   const Output x = op.input(0);
   return {ops::add(ops::mul(g[0], ops::scalar_like(g[0], alpha)),
                    ops::mul(ops::relu_grad(g[0], x), ops::scalar_like(g[0], 1.0 - alpha)))};
 }
+
 // d (sum(x^2) / 2) = x, times the scalar incoming gradient.
-inline Grads l2_loss_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads l2_loss_grad(const Operation& op, const Grads& g) {
   return {ops::mul(op.input(0), g[0])};
 }
 
@@ -290,6 +326,6 @@ PSFLOW_REGISTERED_AT_STARTUP const bool nn_breadth_ops_registered = [] {
   return true;
 }();
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -112,3 +112,8 @@ class OpRegistry {
 };
 
 }  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/shape.hpp"
 
 namespace psflow {
@@ -51,8 +52,20 @@ struct PartialShape {
 
 // numpy broadcasting of two known shapes; nullopt when they are incompatible.
 // Unknown (-1) dimensions broadcast against anything and stay unknown unless the other is > 1.
-inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
-                                                               const std::vector<std::int64_t>& b) {
+PSFLOW_DECL std::optional<std::vector<std::int64_t>> broadcast_dims(
+    const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b);
+
+PSFLOW_DECL std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow {
+
+PSFLOW_DECL std::optional<std::vector<std::int64_t>> broadcast_dims(
+    const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b) {
   const std::size_t rank = std::max(a.size(), b.size());
   std::vector<std::int64_t> out(rank);
   for (std::size_t i = 0; i < rank; ++i) {
@@ -74,7 +87,7 @@ inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector
   return out;
 }
 
-inline std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+PSFLOW_DECL std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   auto dims = broadcast_dims(std::vector<std::int64_t>(a.begin(), a.end()),
                              std::vector<std::int64_t>(b.begin(), b.end()));
   if (!dims) return std::nullopt;
@@ -82,3 +95,5 @@ inline std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
 }
 
 }  // namespace psflow
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/partitioner.hpp"
 #include "psflow/graph/variable.hpp"
@@ -75,21 +76,34 @@ class PartitionedVariable {
 };
 
 // Every partitioned variable of `graph`, in creation order.
-inline std::vector<PartitionedVariable> partitioned_variables(const Graph& graph) {
-  std::vector<PartitionedVariable> out;
-  for (auto& r : graph.collection<detail::PartitionedVariableRecord>(detail::kPartitionedVariables))
-    out.emplace_back(r);
-  return out;
-}
+PSFLOW_DECL std::vector<PartitionedVariable> partitioned_variables(const Graph& graph);
 
 // Creates partitioned variable `name` of `shape`: the shards the partitioner asks for (see the
 // file comment); inside a reusing Graph::variable_scope, returns the existing one instead (the
 // same rules as the plain get_variable). Throws InvalidArgument when the partitioner's answer is
 // impossible (more shards than rows, two split axes, ...: naming the variable and the counts) and
 // AlreadyExists when `name` or one of its shard names is taken.
-inline PartitionedVariable get_variable(Graph& graph, std::string_view local_name, Shape shape,
-                                        Initializer init, Partitioner partitioner,
-                                        DType dtype = DType::float32, bool trainable = true) {
+PSFLOW_DECL PartitionedVariable get_variable(Graph& graph, std::string_view local_name, Shape shape,
+                                             Initializer init, Partitioner partitioner,
+                                             DType dtype = DType::float32, bool trainable = true);
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow {
+
+PSFLOW_DECL std::vector<PartitionedVariable> partitioned_variables(const Graph& graph) {
+  std::vector<PartitionedVariable> out;
+  for (auto& r : graph.collection<detail::PartitionedVariableRecord>(detail::kPartitionedVariables))
+    out.emplace_back(r);
+  return out;
+}
+
+PSFLOW_DECL PartitionedVariable get_variable(Graph& graph, std::string_view local_name, Shape shape,
+                                             Initializer init, Partitioner partitioner, DType dtype,
+                                             bool trainable) {
   const std::string name = detail::scoped_variable_name(graph, local_name);
   std::optional<PartitionedVariable> existing;
   for (const auto& v : partitioned_variables(graph))
@@ -136,3 +150,5 @@ inline PartitionedVariable get_variable(Graph& graph, std::string_view local_nam
 }
 
 }  // namespace psflow
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

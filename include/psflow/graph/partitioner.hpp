@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/dtype.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/core/shape.hpp"
@@ -31,37 +32,39 @@ struct PartitionInfo {
 };
 
 // `num_shards` shards along `axis` (fewer when the axis has fewer rows).
-inline Partitioner fixed_size_partitioner(std::size_t num_shards, int axis = 0);
+PSFLOW_DECL Partitioner fixed_size_partitioner(std::size_t num_shards, int axis = 0);
 
 // As many shards as keep each at least `min_slice_size` bytes, at most `max_partitions` and at
 // most the rows of `axis` (and at least one).
-inline Partitioner min_max_variable_partitioner(std::size_t max_partitions = 1, int axis = 0,
-                                                std::size_t min_slice_size = 256 << 10);
+PSFLOW_DECL Partitioner min_max_variable_partitioner(std::size_t max_partitions = 1, int axis = 0,
+                                                     std::size_t min_slice_size = 256 << 10);
 
 // As few shards as keep each at most `max_shard_bytes` (a shard holds at least one row, so a
 // row larger than that makes one shard per row); `max_shards` (0: no limit) caps the count.
-inline Partitioner variable_axis_size_partitioner(std::size_t max_shard_bytes, int axis = 0,
-                                                  std::size_t max_shards = 0);
+PSFLOW_DECL Partitioner variable_axis_size_partitioner(std::size_t max_shard_bytes, int axis = 0,
+                                                       std::size_t max_shards = 0);
 
 // Rows of each of `num_shards` shards of an axis of `dim` rows: the first dim % num_shards
 // shards get one extra row (TF's layout).
-inline std::vector<std::size_t> shard_sizes(std::size_t dim, std::size_t num_shards);
+PSFLOW_DECL std::vector<std::size_t> shard_sizes(std::size_t dim, std::size_t num_shards);
 // Where each shard starts along the axis: the running sum of shard_sizes.
-inline std::vector<std::size_t> shard_offsets(std::size_t dim, std::size_t num_shards);
+PSFLOW_DECL std::vector<std::size_t> shard_offsets(std::size_t dim, std::size_t num_shards);
 
 // Checks what a partitioner returned for variable `name` of `shape`: one count per axis, each
 // at least 1 and at most the axis' rows, at most one axis split. Throws InvalidArgument naming
 // the variable and the counts.
-inline void check_partitions(const std::string& name, const Shape& shape,
-                             const std::vector<std::size_t>& partitions);
+PSFLOW_DECL void check_partitions(const std::string& name, const Shape& shape,
+                                  const std::vector<std::size_t>& partitions);
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
+}  // namespace psflow
 
-namespace detail {
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
 
 // The index of `axis` in `shape`, or InvalidArgument naming the partitioner.
-inline std::size_t partition_axis(const char* partitioner, int axis, const Shape& shape) {
+PSFLOW_DECL std::size_t partition_axis(const char* partitioner, int axis, const Shape& shape) {
   if (axis < 0 || static_cast<std::size_t>(axis) >= shape.size())
     throw InvalidArgument(std::string(partitioner) + ": cannot partition a variable of shape " +
                           shape_string(shape) + " along axis " + std::to_string(axis) +
@@ -70,15 +73,19 @@ inline std::size_t partition_axis(const char* partitioner, int axis, const Shape
 }
 
 // One count per axis, `count` along `axis`.
-inline std::vector<std::size_t> along(const Shape& shape, std::size_t axis, std::size_t count) {
+PSFLOW_DECL std::vector<std::size_t> along(const Shape& shape, std::size_t axis,
+                                           std::size_t count) {
   std::vector<std::size_t> partitions(shape.size(), 1);
   partitions[axis] = count;
   return partitions;
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-inline Partitioner fixed_size_partitioner(std::size_t num_shards, int axis) {
+namespace psflow {
+
+// namespace detail
+PSFLOW_DECL Partitioner fixed_size_partitioner(std::size_t num_shards, int axis) {
   if (num_shards == 0)
     throw InvalidArgument("fixed_size_partitioner: num_shards must be at least 1");
   return [num_shards, axis](const Shape& shape, DType) {
@@ -87,8 +94,8 @@ inline Partitioner fixed_size_partitioner(std::size_t num_shards, int axis) {
   };
 }
 
-inline Partitioner min_max_variable_partitioner(std::size_t max_partitions, int axis,
-                                                std::size_t min_slice_size) {
+PSFLOW_DECL Partitioner min_max_variable_partitioner(std::size_t max_partitions, int axis,
+                                                     std::size_t min_slice_size) {
   if (max_partitions == 0 || min_slice_size == 0)
     throw InvalidArgument(
         "min_max_variable_partitioner: max_partitions and min_slice_size must be at least 1");
@@ -101,8 +108,8 @@ inline Partitioner min_max_variable_partitioner(std::size_t max_partitions, int 
   };
 }
 
-inline Partitioner variable_axis_size_partitioner(std::size_t max_shard_bytes, int axis,
-                                                  std::size_t max_shards) {
+PSFLOW_DECL Partitioner variable_axis_size_partitioner(std::size_t max_shard_bytes, int axis,
+                                                       std::size_t max_shards) {
   if (max_shard_bytes == 0)
     throw InvalidArgument("variable_axis_size_partitioner: max_shard_bytes must be at least 1");
   return [max_shard_bytes, axis, max_shards](const Shape& shape, DType dtype) {
@@ -119,14 +126,14 @@ inline Partitioner variable_axis_size_partitioner(std::size_t max_shard_bytes, i
   };
 }
 
-inline std::vector<std::size_t> shard_sizes(std::size_t dim, std::size_t num_shards) {
+PSFLOW_DECL std::vector<std::size_t> shard_sizes(std::size_t dim, std::size_t num_shards) {
   if (num_shards == 0) throw InvalidArgument("shard_sizes: num_shards must be at least 1");
   std::vector<std::size_t> sizes(num_shards, dim / num_shards);
   for (std::size_t i = 0; i < dim % num_shards; ++i) ++sizes[i];
   return sizes;
 }
 
-inline std::vector<std::size_t> shard_offsets(std::size_t dim, std::size_t num_shards) {
+PSFLOW_DECL std::vector<std::size_t> shard_offsets(std::size_t dim, std::size_t num_shards) {
   std::vector<std::size_t> offsets;
   std::size_t offset = 0;
   for (std::size_t rows : shard_sizes(dim, num_shards)) {
@@ -136,8 +143,8 @@ inline std::vector<std::size_t> shard_offsets(std::size_t dim, std::size_t num_s
   return offsets;
 }
 
-inline void check_partitions(const std::string& name, const Shape& shape,
-                             const std::vector<std::size_t>& partitions) {
+PSFLOW_DECL void check_partitions(const std::string& name, const Shape& shape,
+                                  const std::vector<std::size_t>& partitions) {
   auto fail = [&](const std::string& why) {
     throw InvalidArgument("partitioned variable '" + name + "' of shape " + shape_string(shape) +
                           ": the partitioner returned " + shape_string(partitions) + ", but " +
@@ -156,3 +163,5 @@ inline void check_partitions(const std::string& name, const Shape& shape,
 }
 
 }  // namespace psflow
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -18,7 +18,47 @@
 
 namespace psflow {
 
-namespace detail {
+namespace ops {
+
+// Normal samples; with `partition`, the shard `shape` at partition->offset of a variable of
+// partition->full_shape (the same values the whole variable would get there).
+PSFLOW_DECL Output random_normal(Graph& graph, const Shape& shape, double mean = 0.0,
+                                 double stddev = 1.0, std::uint64_t seed = 0,
+                                 DType dtype = DType::float32, std::string_view name = "",
+                                 const PartitionInfo* partition = nullptr);
+
+// Uniform on [minval, maxval).
+PSFLOW_DECL Output random_uniform(Graph& graph, const Shape& shape, double minval = 0.0,
+                                  double maxval = 1.0, std::uint64_t seed = 0,
+                                  DType dtype = DType::float32, std::string_view name = "",
+                                  const PartitionInfo* partition = nullptr);
+
+}  // namespace ops
+
+namespace ops {
+
+// TF1's tf.nn.dropout(x, keep_prob, seed): each element is kept with probability keep_prob and
+// scaled by 1 / keep_prob, else zeroed, so the expected sum is unchanged; keep_prob = 1 passes
+// x through (feed 1.0 at evaluation). TF composes it from random_uniform, floor, div and mul;
+// psflow runs one op, "Dropout", whose second output is the scaled mask the gradient uses.
+// keep_prob is a scalar tensor of x's dtype; a value outside (0, 1] fails the run with
+// InvalidArgument. Each run draws a fresh mask; a non-zero seed makes the sequence repeatable.
+// keep_prob gets no gradient.
+PSFLOW_DECL Output dropout(Output x, Output keep_prob, std::uint64_t seed = 0,
+                           std::string_view name = "");
+
+// The same with a fixed keep_prob, checked here: InvalidArgument unless 0 < keep_prob <= 1.
+PSFLOW_DECL Output dropout(Output x, double keep_prob, std::uint64_t seed = 0,
+                           std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
 
 PSFLOW_REGISTERED_AT_STARTUP const bool random_ops_registered = [] {
   for (const char* type : {"RandomNormal", "RandomUniform"}) {
@@ -33,14 +73,14 @@ PSFLOW_REGISTERED_AT_STARTUP const bool random_ops_registered = [] {
   return true;
 }();
 
-inline std::vector<std::int64_t> int64_dims(const std::vector<std::size_t>& dims) {
+PSFLOW_DECL std::vector<std::int64_t> int64_dims(const std::vector<std::size_t>& dims) {
   return std::vector<std::int64_t>(dims.begin(), dims.end());
 }
 
 // With a partition: attrs full_shape and offset place the values in the whole variable.
-inline AttrMap random_attrs(DType dtype, const Shape& shape, double a, double b, std::uint64_t seed,
-                            const char* a_name, const char* b_name,
-                            const PartitionInfo* partition) {
+PSFLOW_DECL AttrMap random_attrs(DType dtype, const Shape& shape, double a, double b,
+                                 std::uint64_t seed, const char* a_name, const char* b_name,
+                                 const PartitionInfo* partition) {
   AttrMap attrs{{"dtype", dtype},
                 {"shape", int64_dims(shape)},
                 {a_name, a},
@@ -63,16 +103,13 @@ inline AttrMap random_attrs(DType dtype, const Shape& shape, double a, double b,
   return attrs;
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// Normal samples; with `partition`, the shard `shape` at partition->offset of a variable of
-// partition->full_shape (the same values the whole variable would get there).
-inline Output random_normal(Graph& graph, const Shape& shape, double mean = 0.0,
-                            double stddev = 1.0, std::uint64_t seed = 0,
-                            DType dtype = DType::float32, std::string_view name = "",
-                            const PartitionInfo* partition = nullptr) {
+PSFLOW_DECL Output random_normal(Graph& graph, const Shape& shape, double mean, double stddev,
+                                 std::uint64_t seed, DType dtype, std::string_view name,
+                                 const PartitionInfo* partition) {
   return detail::build_source_op(
              graph, "RandomNormal",
              detail::random_attrs(dtype, shape, mean, stddev, seed, "mean", "stddev", partition),
@@ -80,11 +117,9 @@ inline Output random_normal(Graph& graph, const Shape& shape, double mean = 0.0,
       .output(0);
 }
 
-// Uniform on [minval, maxval).
-inline Output random_uniform(Graph& graph, const Shape& shape, double minval = 0.0,
-                             double maxval = 1.0, std::uint64_t seed = 0,
-                             DType dtype = DType::float32, std::string_view name = "",
-                             const PartitionInfo* partition = nullptr) {
+PSFLOW_DECL Output random_uniform(Graph& graph, const Shape& shape, double minval, double maxval,
+                                  std::uint64_t seed, DType dtype, std::string_view name,
+                                  const PartitionInfo* partition) {
   return detail::build_source_op(graph, "RandomUniform",
                                  detail::random_attrs(dtype, shape, minval, maxval, seed, "minval",
                                                       "maxval", partition),
@@ -92,14 +127,14 @@ inline Output random_uniform(Graph& graph, const Shape& shape, double minval = 0
       .output(0);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-namespace detail {
+namespace psflow::detail {
 
 // Inputs x (float32/float64) and keep_prob (a scalar of x's dtype); outputs y and the scaled
 // mask, both x's shape: mask = floor(keep_prob + U[0, 1)) / keep_prob, y = x / keep_prob * that
 // floor. The mask is what the gradient multiplies by.
-inline std::vector<OutputSpec> infer_dropout(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_dropout(const InferenceContext& ctx) {
   expect_floating(ctx, 0);
   ctx.expect_same_dtype(0, 1);
   const auto& keep_prob = ctx.input_shapes[1];
@@ -109,27 +144,17 @@ inline std::vector<OutputSpec> infer_dropout(const InferenceContext& ctx) {
           OutputSpec{ctx.input_dtypes[0], ctx.input_shapes[0]}};
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// TF1's tf.nn.dropout(x, keep_prob, seed): each element is kept with probability keep_prob and
-// scaled by 1 / keep_prob, else zeroed, so the expected sum is unchanged; keep_prob = 1 passes
-// x through (feed 1.0 at evaluation). TF composes it from random_uniform, floor, div and mul;
-// psflow runs one op, "Dropout", whose second output is the scaled mask the gradient uses.
-// keep_prob is a scalar tensor of x's dtype; a value outside (0, 1] fails the run with
-// InvalidArgument. Each run draws a fresh mask; a non-zero seed makes the sequence repeatable.
-// keep_prob gets no gradient.
-inline Output dropout(Output x, Output keep_prob, std::uint64_t seed = 0,
-                      std::string_view name = "") {
+PSFLOW_DECL Output dropout(Output x, Output keep_prob, std::uint64_t seed, std::string_view name) {
   return detail::build_op("Dropout", {x, keep_prob}, {{"seed", static_cast<std::int64_t>(seed)}},
                           name, "dropout")
       .output(0);
 }
 
-// The same with a fixed keep_prob, checked here: InvalidArgument unless 0 < keep_prob <= 1.
-inline Output dropout(Output x, double keep_prob, std::uint64_t seed = 0,
-                      std::string_view name = "") {
+PSFLOW_DECL Output dropout(Output x, double keep_prob, std::uint64_t seed, std::string_view name) {
   if (!(keep_prob > 0 && keep_prob <= 1))
     throw InvalidArgument("Dropout: keep_prob must be in (0, 1], got " + std::to_string(keep_prob) +
                           " (it is the chance of keeping an element)");
@@ -137,11 +162,11 @@ inline Output dropout(Output x, double keep_prob, std::uint64_t seed = 0,
   return dropout(x, scalar_like(x, keep_prob, "keep_prob"), seed, name);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-namespace detail {
+namespace psflow::detail {
 
-inline Grads dropout_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads dropout_grad(const Operation& op, const Grads& g) {
   if (g.size() > 1 && g[1].valid())
     throw InvalidArgument("gradients: op '" + op.name() +
                           "' (Dropout) is differentiated through its mask (output 1), which has "
@@ -157,6 +182,6 @@ PSFLOW_REGISTERED_AT_STARTUP const bool dropout_registered = [] {
   return true;
 }();
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -9,9 +9,10 @@
 #include "psflow/core/compilation.hpp"
 #include "psflow/graph/op_builder.hpp"
 
-namespace psflow {
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 
-namespace detail {
+namespace psflow::detail {
 
 PSFLOW_REGISTERED_AT_STARTUP const bool sendrecv_ops_registered = [] {
   auto& r = OpRegistry::global();
@@ -21,6 +22,6 @@ PSFLOW_REGISTERED_AT_STARTUP const bool sendrecv_ops_registered = [] {
   return true;
 }();
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -41,15 +41,69 @@
 
 namespace psflow {
 
-namespace detail {
+// A sparse gradient (TF's tf.IndexedSlices): row values[i] belongs to row indices[i] of a tensor
+// of dense_shape; rows not listed are zero, listed twice add up.
+struct IndexedSlices {
+  Output values;       // [n, row...]
+  Output indices;      // [n], int32 or int64
+  Output dense_shape;  // int64 [rank]
 
-inline void expect_ids(const InferenceContext& ctx, std::size_t i) {
+  // The dense value, as an IndexedSlicesToDense op (created in the graph of `values`, where the
+  // caller's scopes say). Computed only if something runs it; optimizers read the slices back.
+  operator Output() const;  // NOLINT: implicit, as TF converts IndexedSlices to tensors
+};
+
+// The slices behind `t` when it is an IndexedSlicesToDense output (a sparse gradient), else
+// nullopt.
+PSFLOW_DECL std::optional<IndexedSlices> as_indexed_slices(const Output& t);
+
+namespace ops {
+
+// The dense value of `slices` (TF's convert_to_tensor of an IndexedSlices).
+PSFLOW_DECL Output indexed_slices_to_dense(const IndexedSlices& slices, std::string_view name = "");
+
+// Sums the rows of `data` by segment: out[segment_ids[i], ...] += data[i, ...] for num_segments
+// segments (TF's tf.unsorted_segment_sum; ids outside [0, num_segments) fail the step).
+PSFLOW_DECL Output unsorted_segment_sum(Output data, Output segment_ids, Output num_segments,
+                                        std::string_view name = "");
+
+// Rows `indices` of `params` (TF's tf.gather on axis 0). Build it under the table's device
+// (or colocated with its variable) so that only the gathered rows leave the ps.
+// A variable reference (Variable::ref()) makes a ResourceGather, which copies the rows under the
+// variable's lock instead of holding a reference to the whole table while it reads.
+PSFLOW_DECL Output gather(Output params, Output indices, std::string_view name = "");
+
+// Adds updates[i] to row indices[i] of the variable (duplicate ids add up); returns the new
+// value. Runs on the variable's device, changing only the given rows.
+PSFLOW_DECL Output scatter_add(const Variable& ref, Output indices, Output updates,
+                               std::string_view name = "");
+// Subtracts updates[i] from row indices[i] (duplicate ids add up); returns the new value.
+PSFLOW_DECL Output scatter_sub(const Variable& ref, Output indices, Output updates,
+                               std::string_view name = "");
+// Sets row indices[i] to updates[i]; with duplicate ids one of their updates wins (as TF).
+PSFLOW_DECL Output scatter_update(const Variable& ref, Output indices, Output updates,
+                                  std::string_view name = "");
+
+// {y, idx}: the distinct values of vector x in order of first appearance, and for each element
+// of x its position in y (int32), so that x == gather(y, idx).
+PSFLOW_DECL std::pair<Output, Output> unique(Output x, std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
+
+PSFLOW_DECL void expect_ids(const InferenceContext& ctx, std::size_t i) {
   if (ctx.input_dtypes[i] != DType::int32 && ctx.input_dtypes[i] != DType::int64)
     ctx.fail("ids must be int32 or int64, got " + ctx.describe_input(i));
 }
 
 // GatherV2(params, indices): indices.shape + params.shape[1:].
-inline std::vector<OutputSpec> infer_gather(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_gather(const InferenceContext& ctx) {
   expect_ids(ctx, 1);
   const auto& params = ctx.input_shapes[0];
   const auto& indices = ctx.input_shapes[1];
@@ -64,7 +118,7 @@ inline std::vector<OutputSpec> infer_gather(const InferenceContext& ctx) {
 
 // Scatter*(ref, indices, updates): updates must be indices.shape + ref.shape[1:]; the output
 // is the variable's new value.
-inline std::vector<OutputSpec> infer_scatter(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_scatter(const InferenceContext& ctx) {
   expect_ids(ctx, 1);
   ctx.expect_same_dtype(0, 2);
   const auto& var = ctx.input_shapes[0];
@@ -83,7 +137,7 @@ inline std::vector<OutputSpec> infer_scatter(const InferenceContext& ctx) {
 }
 
 // Unique(x) -> (y, idx): x is a vector; y its distinct values, idx (int32) with x = y[idx].
-inline std::vector<OutputSpec> infer_unique(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_unique(const InferenceContext& ctx) {
   const auto& x = ctx.input_shapes[0];
   if (x.known && x.dims.size() != 1) ctx.fail("x must be a vector, got " + ctx.describe_input(0));
   return {OutputSpec{ctx.input_dtypes[0], PartialShape::of({-1})},
@@ -91,7 +145,7 @@ inline std::vector<OutputSpec> infer_unique(const InferenceContext& ctx) {
 }
 
 // UnsortedSegmentSum(data, segment_ids, num_segments): [num_segments] + data.shape[ids.rank:].
-inline std::vector<OutputSpec> infer_unsorted_segment_sum(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_unsorted_segment_sum(const InferenceContext& ctx) {
   expect_ids(ctx, 1);
   expect_ids(ctx, 2);
   expect_numeric(ctx, 0);
@@ -109,7 +163,7 @@ inline std::vector<OutputSpec> infer_unsorted_segment_sum(const InferenceContext
 
 // IndexedSlicesToDense(values, indices, dense_shape): values' dtype, rank of values minus
 // indices' plus one.
-inline std::vector<OutputSpec> infer_indexed_slices_to_dense(const InferenceContext& ctx) {
+PSFLOW_DECL std::vector<OutputSpec> infer_indexed_slices_to_dense(const InferenceContext& ctx) {
   expect_ids(ctx, 1);
   if (ctx.input_dtypes[2] != DType::int64)
     ctx.fail("dense_shape must be an int64 vector, got " + ctx.describe_input(2));
@@ -123,51 +177,34 @@ inline std::vector<OutputSpec> infer_indexed_slices_to_dense(const InferenceCont
   return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-// A sparse gradient (TF's tf.IndexedSlices): row values[i] belongs to row indices[i] of a tensor
-// of dense_shape; rows not listed are zero, listed twice add up.
-struct IndexedSlices {
-  Output values;       // [n, row...]
-  Output indices;      // [n], int32 or int64
-  Output dense_shape;  // int64 [rank]
+namespace psflow {
 
-  // The dense value, as an IndexedSlicesToDense op (created in the graph of `values`, where the
-  // caller's scopes say). Computed only if something runs it; optimizers read the slices back.
-  operator Output() const;  // NOLINT: implicit, as TF converts IndexedSlices to tensors
-};
-
-// The slices behind `t` when it is an IndexedSlicesToDense output (a sparse gradient), else
-// nullopt.
-inline std::optional<IndexedSlices> as_indexed_slices(const Output& t) {
+PSFLOW_DECL std::optional<IndexedSlices> as_indexed_slices(const Output& t) {
   if (!t.valid() || t.op().type() != "IndexedSlicesToDense") return std::nullopt;
   return IndexedSlices{t.op().input(0), t.op().input(1), t.op().input(2)};
 }
 
-namespace ops {
+}  // namespace psflow
 
-// The dense value of `slices` (TF's convert_to_tensor of an IndexedSlices).
-inline Output indexed_slices_to_dense(const IndexedSlices& slices, std::string_view name = "") {
+namespace psflow::ops {
+
+PSFLOW_DECL Output indexed_slices_to_dense(const IndexedSlices& slices, std::string_view name) {
   return detail::build_op("IndexedSlicesToDense",
                           {slices.values, slices.indices, slices.dense_shape}, {}, name,
                           "IndexedSlicesToDense")
       .output(0);
 }
 
-// Sums the rows of `data` by segment: out[segment_ids[i], ...] += data[i, ...] for num_segments
-// segments (TF's tf.unsorted_segment_sum; ids outside [0, num_segments) fail the step).
-inline Output unsorted_segment_sum(Output data, Output segment_ids, Output num_segments,
-                                   std::string_view name = "") {
+PSFLOW_DECL Output unsorted_segment_sum(Output data, Output segment_ids, Output num_segments,
+                                        std::string_view name) {
   return detail::build_op("UnsortedSegmentSum", {data, segment_ids, num_segments}, {}, name,
                           "UnsortedSegmentSum")
       .output(0);
 }
 
-// Rows `indices` of `params` (TF's tf.gather on axis 0). Build it under the table's device
-// (or colocated with its variable) so that only the gathered rows leave the ps.
-// A variable reference (Variable::ref()) makes a ResourceGather, which copies the rows under the
-// variable's lock instead of holding a reference to the whole table while it reads.
-inline Output gather(Output params, Output indices, std::string_view name = "") {
+PSFLOW_DECL Output gather(Output params, Output indices, std::string_view name) {
   if (params.valid() && params.is_ref()) {
     auto colocated = params.graph().colocate_with(params.op());
     return detail::build_op("ResourceGather", {params, indices}, {}, name, "Gather").output(0);
@@ -177,39 +214,40 @@ inline Output gather(Output params, Output indices, std::string_view name = "") 
       .output(0);
 }
 
-// Adds updates[i] to row indices[i] of the variable (duplicate ids add up); returns the new
-// value. Runs on the variable's device, changing only the given rows.
-inline Output scatter_add(const Variable& ref, Output indices, Output updates,
-                          std::string_view name = "") {
+PSFLOW_DECL Output scatter_add(const Variable& ref, Output indices, Output updates,
+                               std::string_view name) {
   return detail::assign_op("ScatterAdd", ref.ref(), {indices, updates}, {}, name);
 }
-// Subtracts updates[i] from row indices[i] (duplicate ids add up); returns the new value.
-inline Output scatter_sub(const Variable& ref, Output indices, Output updates,
-                          std::string_view name = "") {
+
+PSFLOW_DECL Output scatter_sub(const Variable& ref, Output indices, Output updates,
+                               std::string_view name) {
   return detail::assign_op("ScatterSub", ref.ref(), {indices, updates}, {}, name);
 }
-// Sets row indices[i] to updates[i]; with duplicate ids one of their updates wins (as TF).
-inline Output scatter_update(const Variable& ref, Output indices, Output updates,
-                             std::string_view name = "") {
+
+PSFLOW_DECL Output scatter_update(const Variable& ref, Output indices, Output updates,
+                                  std::string_view name) {
   return detail::assign_op("ScatterUpdate", ref.ref(), {indices, updates}, {}, name);
 }
 
-// {y, idx}: the distinct values of vector x in order of first appearance, and for each element
-// of x its position in y (int32), so that x == gather(y, idx).
-inline std::pair<Output, Output> unique(Output x, std::string_view name = "") {
+PSFLOW_DECL std::pair<Output, Output> unique(Output x, std::string_view name) {
   auto op = detail::build_op("Unique", {x}, {}, name, "Unique");
   return {op.output(0), op.output(1)};
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-inline IndexedSlices::operator Output() const { return ops::indexed_slices_to_dense(*this); }
+namespace psflow {
 
-namespace detail {
+// namespace ops
+PSFLOW_DECL IndexedSlices::operator Output() const { return ops::indexed_slices_to_dense(*this); }
+
+}  // namespace psflow
+
+namespace psflow::detail {
 
 // d(gather(params, ids))/d(params): IndexedSlices of the incoming rows at the ids, shaped like
 // params (statically when known, else by a Shape op next to params).
-inline Grads gather_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads gather_grad(const Operation& op, const Grads& g) {
   const Output params = op.input(0);
   const PartialShape shape = params.shape();
   Output dense_shape;
@@ -233,12 +271,12 @@ inline Grads gather_grad(const Operation& op, const Grads& g) {
 }
 
 // Each row of data gets the gradient of the segment it was summed into.
-inline Grads unsorted_segment_sum_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads unsorted_segment_sum_grad(const Operation& op, const Grads& g) {
   return {ops::gather(g[0], op.input(1)), Output(), Output()};
 }
 
 // Each value row gets the gradient of the row it lands in.
-inline Grads indexed_slices_to_dense_grad(const Operation& op, const Grads& g) {
+PSFLOW_DECL Grads indexed_slices_to_dense_grad(const Operation& op, const Grads& g) {
   return {ops::gather(g[0], op.input(1)), Output(), Output()};
 }
 
@@ -265,6 +303,6 @@ PSFLOW_REGISTERED_AT_STARTUP const bool sparse_ops_registered = [] {
   return true;
 }();
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

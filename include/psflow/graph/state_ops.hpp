@@ -20,7 +20,39 @@ namespace psflow {
 
 namespace detail {
 
-inline std::vector<OutputSpec> assign_like(const InferenceContext& ctx, bool exact_shape) {
+// An op that updates the variable behind `ref` with `values`, colocated with the variable.
+PSFLOW_DECL Output assign_op(const char* type, Output ref, std::vector<Output> values,
+                             AttrMap attrs, std::string_view name);
+
+}  // namespace detail
+
+namespace ops {
+
+// Raw variable node (get_variable is the usual way): output 0 is a reference to its state.
+PSFLOW_DECL Output variable(Graph& graph, const Shape& shape, DType dtype, std::string_view name);
+
+// Sets the variable to `value`; outputs the new value. Runs on the variable's device.
+PSFLOW_DECL Output assign(Output ref, Output value, bool validate_shape = true,
+                          std::string_view name = "");
+// Adds / subtracts `value` in one atomic update; outputs the new value.
+PSFLOW_DECL Output assign_add(Output ref, Output value, std::string_view name = "");
+PSFLOW_DECL Output assign_sub(Output ref, Output value, std::string_view name = "");
+
+// True once the variable behind `ref` holds a value (assigned or restored). `ref` must be a
+// variable reference (Variable::ref()); throws InvalidArgument otherwise. Runs on the
+// variable's device.
+PSFLOW_DECL Output is_variable_initialized(Output ref, std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
+
+PSFLOW_DECL std::vector<OutputSpec> assign_like(const InferenceContext& ctx, bool exact_shape) {
   ctx.expect_same_dtype(0, 1);
   const auto& var = ctx.input_shapes[0];
   const auto& value = ctx.input_shapes[1];
@@ -66,9 +98,8 @@ PSFLOW_REGISTERED_AT_STARTUP const bool state_ops_registered = [] {
   return true;
 }();
 
-// An op that updates the variable behind `ref` with `values`, colocated with the variable.
-inline Output assign_op(const char* type, Output ref, std::vector<Output> values, AttrMap attrs,
-                        std::string_view name) {
+PSFLOW_DECL Output assign_op(const char* type, Output ref, std::vector<Output> values,
+                             AttrMap attrs, std::string_view name) {
   if (!ref.valid() || !ref.is_ref())
     throw InvalidArgument(std::string(type) + ": the first input must be a variable, got " +
                           (ref.valid() ? "'" + ref.name() + "'" : std::string("an empty Output")));
@@ -77,12 +108,11 @@ inline Output assign_op(const char* type, Output ref, std::vector<Output> values
   return build_op(type, std::move(values), std::move(attrs), name, type).output(0);
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// Raw variable node (get_variable is the usual way): output 0 is a reference to its state.
-inline Output variable(Graph& graph, const Shape& shape, DType dtype, std::string_view name) {
+PSFLOW_DECL Output variable(Graph& graph, const Shape& shape, DType dtype, std::string_view name) {
   return detail::build_source_op(
              graph, "VariableV2",
              {{"shape", std::vector<std::int64_t>(shape.begin(), shape.end())}, {"dtype", dtype}},
@@ -90,23 +120,19 @@ inline Output variable(Graph& graph, const Shape& shape, DType dtype, std::strin
       .output(0);
 }
 
-// Sets the variable to `value`; outputs the new value. Runs on the variable's device.
-inline Output assign(Output ref, Output value, bool validate_shape = true,
-                     std::string_view name = "") {
+PSFLOW_DECL Output assign(Output ref, Output value, bool validate_shape, std::string_view name) {
   return detail::assign_op("Assign", ref, {value}, {{"validate_shape", validate_shape}}, name);
 }
-// Adds / subtracts `value` in one atomic update; outputs the new value.
-inline Output assign_add(Output ref, Output value, std::string_view name = "") {
+
+PSFLOW_DECL Output assign_add(Output ref, Output value, std::string_view name) {
   return detail::assign_op("AssignAdd", ref, {value}, {}, name);
 }
-inline Output assign_sub(Output ref, Output value, std::string_view name = "") {
+
+PSFLOW_DECL Output assign_sub(Output ref, Output value, std::string_view name) {
   return detail::assign_op("AssignSub", ref, {value}, {}, name);
 }
 
-// True once the variable behind `ref` holds a value (assigned or restored). `ref` must be a
-// variable reference (Variable::ref()); throws InvalidArgument otherwise. Runs on the
-// variable's device.
-inline Output is_variable_initialized(Output ref, std::string_view name = "") {
+PSFLOW_DECL Output is_variable_initialized(Output ref, std::string_view name) {
   if (!ref.valid() || !ref.is_ref())
     throw InvalidArgument(
         "is_variable_initialized: the input must be a variable reference (Variable::ref()), got " +
@@ -116,6 +142,6 @@ inline Output is_variable_initialized(Output ref, std::string_view name = "") {
       .output(0);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

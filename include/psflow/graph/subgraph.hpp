@@ -8,13 +8,25 @@
 #include <set>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/graph.hpp"
 
 namespace psflow {
 
-inline std::vector<int> needed_nodes(const Graph& graph, const std::vector<TensorId>& fetches,
-                                     const std::vector<int>& targets,
-                                     const std::vector<TensorId>& feeds) {
+PSFLOW_DECL std::vector<int> needed_nodes(const Graph& graph, const std::vector<TensorId>& fetches,
+                                          const std::vector<int>& targets,
+                                          const std::vector<TensorId>& feeds);
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow {
+
+PSFLOW_DECL std::vector<int> needed_nodes(const Graph& graph, const std::vector<TensorId>& fetches,
+                                          const std::vector<int>& targets,
+                                          const std::vector<TensorId>& feeds) {
   auto is_fed = [&](TensorId t) { return std::find(feeds.begin(), feeds.end(), t) != feeds.end(); };
   std::vector<char> needed(graph.num_nodes(), 0);
   std::vector<int> stack;
@@ -42,3 +54,5 @@ inline std::vector<int> needed_nodes(const Graph& graph, const std::vector<Tenso
 }
 
 }  // namespace psflow
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

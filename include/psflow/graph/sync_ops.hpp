@@ -18,9 +18,58 @@
 
 namespace psflow {
 
-namespace detail {
+namespace ops {
 
-inline void expect_int64_scalar(const InferenceContext& ctx, std::size_t i) {
+// An accumulator is named by `shared_name` and declared by dtype and shape on every op.
+struct AccumulatorSpec {
+  std::string shared_name;
+  DType dtype = DType::float32;
+  PartialShape shape;
+  bool sparse = false;  // accumulates IndexedSlices (use the sparse_accumulator_* ops)
+};
+
+PSFLOW_DECL Output accumulator_apply_gradient(const AccumulatorSpec& acc, Output gradient,
+                                              Output local_step, std::string_view name = "");
+PSFLOW_DECL Output accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc, int num_required,
+                                             std::string_view name = "");
+// Pushes an IndexedSlices gradient (rows `values` at `indices`) into a sparse accumulator.
+PSFLOW_DECL Output sparse_accumulator_apply_gradient(const AccumulatorSpec& acc, Output indices,
+                                                     Output values, Output local_step,
+                                                     std::string_view name = "");
+// The average of `num_required` IndexedSlices gradients: {indices (sorted), rows, dense_shape}.
+PSFLOW_DECL IndexedSlices sparse_accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc,
+                                                           int num_required,
+                                                           std::string_view name = "");
+PSFLOW_DECL Operation accumulator_set_global_step(const AccumulatorSpec& acc, Output step,
+                                                  std::string_view name = "");
+PSFLOW_DECL Output accumulator_num_dropped(Graph& g, const AccumulatorSpec& acc,
+                                           std::string_view name = "");
+PSFLOW_DECL Operation accumulator_set_closed(Graph& g, const AccumulatorSpec& acc, bool closed,
+                                             std::string_view name = "");
+
+PSFLOW_DECL Operation token_queue_enqueue_many(Output tokens, const std::string& shared_name,
+                                               std::string_view name = "");
+// Waits for a token; fails with DeadlineExceeded after `timeout_ms` (0: no deadline).
+PSFLOW_DECL Output token_queue_dequeue(Graph& g, const std::string& shared_name,
+                                       std::int64_t timeout_ms, std::string_view name = "");
+PSFLOW_DECL Operation token_queue_set_closed(Graph& g, const std::string& shared_name, bool closed,
+                                             std::string_view name = "");
+// Hands `token` to every dequeue waiting at that moment; outputs how many were released.
+PSFLOW_DECL Output token_queue_release_waiters(Output token, const std::string& shared_name,
+                                               std::string_view name = "");
+PSFLOW_DECL Output token_queue_size(Graph& g, const std::string& shared_name,
+                                    std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
+
+PSFLOW_DECL void expect_int64_scalar(const InferenceContext& ctx, std::size_t i) {
   if (ctx.input_dtypes[i] != DType::int64 ||
       (ctx.input_shapes[i].known && !ctx.input_shapes[i].dims.empty()))
     ctx.fail("needs an int64 scalar (a global step), got " + ctx.describe_input(i));
@@ -99,8 +148,8 @@ PSFLOW_REGISTERED_AT_STARTUP const bool sync_ops_registered = [] {
   return true;
 }();
 
-inline AttrMap accumulator_attrs(const std::string& shared_name, DType dtype,
-                                 const PartialShape& shape, bool sparse = false) {
+PSFLOW_DECL AttrMap accumulator_attrs(const std::string& shared_name, DType dtype,
+                                      const PartialShape& shape, bool sparse = false) {
   AttrMap attrs{{"shared_name", shared_name},
                 {"dtype", dtype},
                 {"shape", shape.dims},
@@ -109,109 +158,107 @@ inline AttrMap accumulator_attrs(const std::string& shared_name, DType dtype,
   return attrs;
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// An accumulator is named by `shared_name` and declared by dtype and shape on every op.
-struct AccumulatorSpec {
-  std::string shared_name;
-  DType dtype = DType::float32;
-  PartialShape shape;
-  bool sparse = false;  // accumulates IndexedSlices (use the sparse_accumulator_* ops)
-};
-
-inline Output accumulator_apply_gradient(const AccumulatorSpec& acc, Output gradient,
-                                         Output local_step, std::string_view name = "") {
+PSFLOW_DECL Output accumulator_apply_gradient(const AccumulatorSpec& acc, Output gradient,
+                                              Output local_step, std::string_view name) {
   return detail::build_op(
              "AccumulatorApplyGradient", {gradient, local_step},
              detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse), name,
              "AccumulatorApplyGradient")
       .output(0);
 }
-inline Output accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc, int num_required,
-                                        std::string_view name = "") {
+
+PSFLOW_DECL Output accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc, int num_required,
+                                             std::string_view name) {
   AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse);
   attrs["num_required"] = std::int64_t{num_required};
   return detail::build_source_op(g, "AccumulatorTakeGradient", std::move(attrs), name,
                                  "AccumulatorTakeGradient")
       .output(0);
 }
-// Pushes an IndexedSlices gradient (rows `values` at `indices`) into a sparse accumulator.
-inline Output sparse_accumulator_apply_gradient(const AccumulatorSpec& acc, Output indices,
-                                                Output values, Output local_step,
-                                                std::string_view name = "") {
+
+PSFLOW_DECL Output sparse_accumulator_apply_gradient(const AccumulatorSpec& acc, Output indices,
+                                                     Output values, Output local_step,
+                                                     std::string_view name) {
   return detail::build_op("SparseAccumulatorApplyGradient", {indices, values, local_step},
                           detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, true),
                           name, "SparseAccumulatorApplyGradient")
       .output(0);
 }
-// The average of `num_required` IndexedSlices gradients: {indices (sorted), rows, dense_shape}.
-inline IndexedSlices sparse_accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc,
-                                                      int num_required,
-                                                      std::string_view name = "") {
+
+PSFLOW_DECL IndexedSlices sparse_accumulator_take_gradient(Graph& g, const AccumulatorSpec& acc,
+                                                           int num_required,
+                                                           std::string_view name) {
   AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, true);
   attrs["num_required"] = std::int64_t{num_required};
   auto op = detail::build_source_op(g, "SparseAccumulatorTakeGradient", std::move(attrs), name,
                                     "SparseAccumulatorTakeGradient");
   return IndexedSlices{op.output(1), op.output(0), op.output(2)};
 }
-inline Operation accumulator_set_global_step(const AccumulatorSpec& acc, Output step,
-                                             std::string_view name = "") {
+
+PSFLOW_DECL Operation accumulator_set_global_step(const AccumulatorSpec& acc, Output step,
+                                                  std::string_view name) {
   return detail::build_op(
       "AccumulatorSetGlobalStep", {step},
       detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse), name,
       "SetGlobalStep");
 }
-inline Output accumulator_num_dropped(Graph& g, const AccumulatorSpec& acc,
-                                      std::string_view name = "") {
+
+PSFLOW_DECL Output accumulator_num_dropped(Graph& g, const AccumulatorSpec& acc,
+                                           std::string_view name) {
   return detail::build_source_op(
              g, "AccumulatorNumDropped",
              detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse), name,
              "AccumulatorNumDropped")
       .output(0);
 }
-inline Operation accumulator_set_closed(Graph& g, const AccumulatorSpec& acc, bool closed,
-                                        std::string_view name = "") {
+
+PSFLOW_DECL Operation accumulator_set_closed(Graph& g, const AccumulatorSpec& acc, bool closed,
+                                             std::string_view name) {
   AttrMap attrs = detail::accumulator_attrs(acc.shared_name, acc.dtype, acc.shape, acc.sparse);
   attrs["closed"] = closed;
   return detail::build_source_op(g, "AccumulatorSetClosed", std::move(attrs), name,
                                  closed ? "CloseAccumulator" : "OpenAccumulator");
 }
 
-inline Operation token_queue_enqueue_many(Output tokens, const std::string& shared_name,
-                                          std::string_view name = "") {
+PSFLOW_DECL Operation token_queue_enqueue_many(Output tokens, const std::string& shared_name,
+                                               std::string_view name) {
   return detail::build_op("TokenQueueEnqueueMany", {tokens}, {{"shared_name", shared_name}}, name,
                           "EnqueueMany");
 }
-// Waits for a token; fails with DeadlineExceeded after `timeout_ms` (0: no deadline).
-inline Output token_queue_dequeue(Graph& g, const std::string& shared_name, std::int64_t timeout_ms,
-                                  std::string_view name = "") {
+
+PSFLOW_DECL Output token_queue_dequeue(Graph& g, const std::string& shared_name,
+                                       std::int64_t timeout_ms, std::string_view name) {
   return detail::build_source_op(g, "TokenQueueDequeue",
                                  {{"shared_name", shared_name}, {"timeout_ms", timeout_ms}}, name,
                                  "Dequeue")
       .output(0);
 }
-inline Operation token_queue_set_closed(Graph& g, const std::string& shared_name, bool closed,
-                                        std::string_view name = "") {
+
+PSFLOW_DECL Operation token_queue_set_closed(Graph& g, const std::string& shared_name, bool closed,
+                                             std::string_view name) {
   return detail::build_source_op(g, "TokenQueueSetClosed",
                                  {{"shared_name", shared_name}, {"closed", closed}}, name,
                                  closed ? "CloseQueue" : "OpenQueue");
 }
-// Hands `token` to every dequeue waiting at that moment; outputs how many were released.
-inline Output token_queue_release_waiters(Output token, const std::string& shared_name,
-                                          std::string_view name = "") {
+
+PSFLOW_DECL Output token_queue_release_waiters(Output token, const std::string& shared_name,
+                                               std::string_view name) {
   return detail::build_op("TokenQueueReleaseWaiters", {token}, {{"shared_name", shared_name}}, name,
                           "ReleaseWaiters")
       .output(0);
 }
-inline Output token_queue_size(Graph& g, const std::string& shared_name,
-                               std::string_view name = "") {
+
+PSFLOW_DECL Output token_queue_size(Graph& g, const std::string& shared_name,
+                                    std::string_view name) {
   return detail::build_source_op(g, "TokenQueueSize", {{"shared_name", shared_name}}, name,
                                  "QueueSize")
       .output(0);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -86,8 +86,86 @@ struct ApplyOpLayout {
   std::vector<int> float_scalars;  // scalars of any floating dtype (Adam's beta powers)
 };
 
-inline std::vector<OutputSpec> infer_apply(const InferenceContext& ctx,
-                                           const ApplyOpLayout& layout) {
+// Registers an Apply op; a sparse one also names its gradient-rows and indices inputs.
+struct SparseRowsInputs {
+  int grad;
+  int indices;
+};
+
+}  // namespace detail
+
+namespace ops {
+
+// var -= delta * alpha. `var` is a variable reference; returns it after the update.
+PSFLOW_DECL Output apply_gradient_descent(Output var, Output alpha, Output delta,
+                                          std::string_view name = "");
+
+// accum = accum * momentum + grad; var -= accum * lr (or the Nesterov form, see above).
+PSFLOW_DECL Output apply_momentum(Output var, Output accum, Output lr, Output grad, Output momentum,
+                                  bool use_nesterov = false, std::string_view name = "");
+
+// accum += grad^2; var -= grad * lr / sqrt(accum).
+PSFLOW_DECL Output apply_adagrad(Output var, Output accum, Output lr, Output grad,
+                                 std::string_view name = "");
+
+// Adam's update of var, m and v (see the equations above).
+PSFLOW_DECL Output apply_adam(Output var, Output m, Output v, Output beta1_power,
+                              Output beta2_power, Output lr, Output beta1, Output beta2,
+                              Output epsilon, Output grad, bool use_nesterov = false,
+                              std::string_view name = "");
+
+// FTRL-Proximal (see the equations above).
+PSFLOW_DECL Output apply_ftrl(Output var, Output accum, Output linear, Output grad, Output lr,
+                              Output l1, Output l2, Output lr_power, std::string_view name = "");
+
+// The sparse forms: `grad` holds the rows for the distinct `indices`.
+PSFLOW_DECL Output sparse_apply_momentum(Output var, Output accum, Output lr, Output grad,
+                                         Output indices, Output momentum, bool use_nesterov = false,
+                                         std::string_view name = "");
+PSFLOW_DECL Output sparse_apply_adagrad(Output var, Output accum, Output lr, Output grad,
+                                        Output indices, std::string_view name = "");
+PSFLOW_DECL Output sparse_apply_adam(Output var, Output m, Output v, Output beta1_power,
+                                     Output beta2_power, Output lr, Output beta1, Output beta2,
+                                     Output epsilon, Output grad, Output indices, bool lazy,
+                                     std::string_view name = "");
+PSFLOW_DECL Output sparse_apply_ftrl(Output var, Output accum, Output linear, Output grad,
+                                     Output indices, Output lr, Output l1, Output l2,
+                                     Output lr_power, std::string_view name = "");
+
+// RMSProp (see the equations above): ms and mom are the slots "rms" and "momentum".
+PSFLOW_DECL Output apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
+                                  Output momentum, Output epsilon, Output grad,
+                                  std::string_view name = "");
+// Centered RMSProp: also keeps mg, the moving average of the gradient (slot "mg").
+PSFLOW_DECL Output apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom, Output lr,
+                                           Output rho, Output momentum, Output epsilon, Output grad,
+                                           std::string_view name = "");
+// Adadelta (see the equations above).
+PSFLOW_DECL Output apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
+                                  Output rho, Output epsilon, Output grad,
+                                  std::string_view name = "");
+PSFLOW_DECL Output sparse_apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
+                                         Output momentum, Output epsilon, Output grad,
+                                         Output indices, std::string_view name = "");
+PSFLOW_DECL Output sparse_apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom,
+                                                  Output lr, Output rho, Output momentum,
+                                                  Output epsilon, Output grad, Output indices,
+                                                  std::string_view name = "");
+PSFLOW_DECL Output sparse_apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
+                                         Output rho, Output epsilon, Output grad, Output indices,
+                                         std::string_view name = "");
+
+}  // namespace ops
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::detail {
+
+PSFLOW_DECL std::vector<OutputSpec> infer_apply(const InferenceContext& ctx,
+                                                const ApplyOpLayout& layout) {
   expect_floating(ctx, 0);
   auto same_as_var = [&](int i) {
     const auto k = static_cast<std::size_t>(i);
@@ -115,9 +193,9 @@ inline std::vector<OutputSpec> infer_apply(const InferenceContext& ctx,
 }
 
 // The sparse forms: refs as above, grad [n] + var.shape[1:], indices [n].
-inline std::vector<OutputSpec> infer_sparse_apply(const InferenceContext& ctx,
-                                                  const ApplyOpLayout& layout, int grad,
-                                                  int indices) {
+PSFLOW_DECL std::vector<OutputSpec> infer_sparse_apply(const InferenceContext& ctx,
+                                                       const ApplyOpLayout& layout, int grad,
+                                                       int indices) {
   auto result = infer_apply(ctx, layout);
   const auto g = static_cast<std::size_t>(grad);
   const auto ix = static_cast<std::size_t>(indices);
@@ -140,13 +218,8 @@ inline std::vector<OutputSpec> infer_sparse_apply(const InferenceContext& ctx,
   return result;
 }
 
-// Registers an Apply op; a sparse one also names its gradient-rows and indices inputs.
-struct SparseRowsInputs {
-  int grad;
-  int indices;
-};
-inline bool register_apply_op(const char* type, int num_inputs, ApplyOpLayout layout,
-                              std::optional<SparseRowsInputs> sparse = std::nullopt) {
+PSFLOW_DECL bool register_apply_op(const char* type, int num_inputs, ApplyOpLayout layout,
+                                   std::optional<SparseRowsInputs> sparse = std::nullopt) {
   std::vector<int> refs = layout.refs;
   return OpRegistry::global().add(
       OpDef{.type = type,
@@ -188,8 +261,8 @@ PSFLOW_REGISTERED_AT_STARTUP const bool training_ops_registered = [] {
 }();
 
 // Creates an Apply op colocated with its variable (inputs[0], a variable reference).
-inline Output build_apply_op(const char* type, std::vector<Output> inputs, AttrMap attrs,
-                             std::string_view name) {
+PSFLOW_DECL Output build_apply_op(const char* type, std::vector<Output> inputs, AttrMap attrs,
+                                  std::string_view name) {
   const Output& ref = inputs.at(0);
   if (!ref.valid() || !ref.is_ref())
     throw InvalidArgument(std::string(type) +
@@ -199,113 +272,113 @@ inline Output build_apply_op(const char* type, std::vector<Output> inputs, AttrM
   return build_op(type, std::move(inputs), std::move(attrs), name, type).output(0);
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-namespace ops {
+namespace psflow::ops {
 
-// var -= delta * alpha. `var` is a variable reference; returns it after the update.
-inline Output apply_gradient_descent(Output var, Output alpha, Output delta,
-                                     std::string_view name = "") {
+PSFLOW_DECL Output apply_gradient_descent(Output var, Output alpha, Output delta,
+                                          std::string_view name) {
   return detail::build_apply_op("ApplyGradientDescent", {var, alpha, delta}, {}, name);
 }
 
-// accum = accum * momentum + grad; var -= accum * lr (or the Nesterov form, see above).
-inline Output apply_momentum(Output var, Output accum, Output lr, Output grad, Output momentum,
-                             bool use_nesterov = false, std::string_view name = "") {
+PSFLOW_DECL Output apply_momentum(Output var, Output accum, Output lr, Output grad, Output momentum,
+                                  bool use_nesterov, std::string_view name) {
   return detail::build_apply_op("ApplyMomentum", {var, accum, lr, grad, momentum},
                                 {{"use_nesterov", use_nesterov}}, name);
 }
 
-// accum += grad^2; var -= grad * lr / sqrt(accum).
-inline Output apply_adagrad(Output var, Output accum, Output lr, Output grad,
-                            std::string_view name = "") {
+PSFLOW_DECL Output apply_adagrad(Output var, Output accum, Output lr, Output grad,
+                                 std::string_view name) {
   return detail::build_apply_op("ApplyAdagrad", {var, accum, lr, grad}, {}, name);
 }
 
-// Adam's update of var, m and v (see the equations above).
-inline Output apply_adam(Output var, Output m, Output v, Output beta1_power, Output beta2_power,
-                         Output lr, Output beta1, Output beta2, Output epsilon, Output grad,
-                         bool use_nesterov = false, std::string_view name = "") {
+PSFLOW_DECL Output apply_adam(Output var, Output m, Output v, Output beta1_power,
+                              Output beta2_power, Output lr, Output beta1, Output beta2,
+                              Output epsilon, Output grad, bool use_nesterov,
+                              std::string_view name) {
   return detail::build_apply_op(
       "ApplyAdam", {var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad},
       {{"use_nesterov", use_nesterov}}, name);
 }
 
-// FTRL-Proximal (see the equations above).
-inline Output apply_ftrl(Output var, Output accum, Output linear, Output grad, Output lr, Output l1,
-                         Output l2, Output lr_power, std::string_view name = "") {
+PSFLOW_DECL Output apply_ftrl(Output var, Output accum, Output linear, Output grad, Output lr,
+                              Output l1, Output l2, Output lr_power, std::string_view name) {
   return detail::build_apply_op("ApplyFtrl", {var, accum, linear, grad, lr, l1, l2, lr_power}, {},
                                 name);
 }
 
-// The sparse forms: `grad` holds the rows for the distinct `indices`.
-inline Output sparse_apply_momentum(Output var, Output accum, Output lr, Output grad,
-                                    Output indices, Output momentum, bool use_nesterov = false,
-                                    std::string_view name = "") {
+PSFLOW_DECL Output sparse_apply_momentum(Output var, Output accum, Output lr, Output grad,
+                                         Output indices, Output momentum, bool use_nesterov,
+                                         std::string_view name) {
   return detail::build_apply_op("SparseApplyMomentum", {var, accum, lr, grad, indices, momentum},
                                 {{"use_nesterov", use_nesterov}}, name);
 }
-inline Output sparse_apply_adagrad(Output var, Output accum, Output lr, Output grad, Output indices,
-                                   std::string_view name = "") {
+
+PSFLOW_DECL Output sparse_apply_adagrad(Output var, Output accum, Output lr, Output grad,
+                                        Output indices, std::string_view name) {
   return detail::build_apply_op("SparseApplyAdagrad", {var, accum, lr, grad, indices}, {}, name);
 }
-inline Output sparse_apply_adam(Output var, Output m, Output v, Output beta1_power,
-                                Output beta2_power, Output lr, Output beta1, Output beta2,
-                                Output epsilon, Output grad, Output indices, bool lazy,
-                                std::string_view name = "") {
+
+PSFLOW_DECL Output sparse_apply_adam(Output var, Output m, Output v, Output beta1_power,
+                                     Output beta2_power, Output lr, Output beta1, Output beta2,
+                                     Output epsilon, Output grad, Output indices, bool lazy,
+                                     std::string_view name) {
   return detail::build_apply_op(
       "SparseApplyAdam",
       {var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices},
       {{"lazy", lazy}}, name);
 }
-inline Output sparse_apply_ftrl(Output var, Output accum, Output linear, Output grad,
-                                Output indices, Output lr, Output l1, Output l2, Output lr_power,
-                                std::string_view name = "") {
+
+PSFLOW_DECL Output sparse_apply_ftrl(Output var, Output accum, Output linear, Output grad,
+                                     Output indices, Output lr, Output l1, Output l2,
+                                     Output lr_power, std::string_view name) {
   return detail::build_apply_op(
       "SparseApplyFtrl", {var, accum, linear, grad, indices, lr, l1, l2, lr_power}, {}, name);
 }
 
-// RMSProp (see the equations above): ms and mom are the slots "rms" and "momentum".
-inline Output apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
-                             Output momentum, Output epsilon, Output grad,
-                             std::string_view name = "") {
+PSFLOW_DECL Output apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
+                                  Output momentum, Output epsilon, Output grad,
+                                  std::string_view name) {
   return detail::build_apply_op("ApplyRMSProp", {var, ms, mom, lr, rho, momentum, epsilon, grad},
                                 {}, name);
 }
-// Centered RMSProp: also keeps mg, the moving average of the gradient (slot "mg").
-inline Output apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom, Output lr,
-                                      Output rho, Output momentum, Output epsilon, Output grad,
-                                      std::string_view name = "") {
+
+PSFLOW_DECL Output apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom, Output lr,
+                                           Output rho, Output momentum, Output epsilon, Output grad,
+                                           std::string_view name) {
   return detail::build_apply_op("ApplyCenteredRMSProp",
                                 {var, mg, ms, mom, lr, rho, momentum, epsilon, grad}, {}, name);
 }
-// Adadelta (see the equations above).
-inline Output apply_adadelta(Output var, Output accum, Output accum_update, Output lr, Output rho,
-                             Output epsilon, Output grad, std::string_view name = "") {
+
+PSFLOW_DECL Output apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
+                                  Output rho, Output epsilon, Output grad, std::string_view name) {
   return detail::build_apply_op("ApplyAdadelta", {var, accum, accum_update, lr, rho, epsilon, grad},
                                 {}, name);
 }
-inline Output sparse_apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
-                                    Output momentum, Output epsilon, Output grad, Output indices,
-                                    std::string_view name = "") {
+
+PSFLOW_DECL Output sparse_apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
+                                         Output momentum, Output epsilon, Output grad,
+                                         Output indices, std::string_view name) {
   return detail::build_apply_op(
       "SparseApplyRMSProp", {var, ms, mom, lr, rho, momentum, epsilon, grad, indices}, {}, name);
 }
-inline Output sparse_apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom,
-                                             Output lr, Output rho, Output momentum, Output epsilon,
-                                             Output grad, Output indices,
-                                             std::string_view name = "") {
+
+PSFLOW_DECL Output sparse_apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom,
+                                                  Output lr, Output rho, Output momentum,
+                                                  Output epsilon, Output grad, Output indices,
+                                                  std::string_view name) {
   return detail::build_apply_op("SparseApplyCenteredRMSProp",
                                 {var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices}, {},
                                 name);
 }
-inline Output sparse_apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
-                                    Output rho, Output epsilon, Output grad, Output indices,
-                                    std::string_view name = "") {
+
+PSFLOW_DECL Output sparse_apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
+                                         Output rho, Output epsilon, Output grad, Output indices,
+                                         std::string_view name) {
   return detail::build_apply_op(
       "SparseApplyAdadelta", {var, accum, accum_update, lr, rho, epsilon, grad, indices}, {}, name);
 }
 
-}  // namespace ops
+}  // namespace psflow::ops
 
-}  // namespace psflow
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

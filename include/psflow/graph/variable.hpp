@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/control_ops.hpp"
 #include "psflow/graph/partitioner.hpp"
@@ -45,47 +46,16 @@ class Initializer {
   PartitionedBuild build_;
 };
 
-inline Initializer constant_initializer(double value) {
-  return Initializer([value](Graph& g, const Shape& shape, DType dtype) {
-    return ops::fill(g, dtype, shape, value, "Const");
-  });
-}
+PSFLOW_DECL Initializer constant_initializer(double value);
 
-inline Initializer zeros_initializer() {
-  return Initializer([](Graph& g, const Shape& shape, DType dtype) {
-    return ops::fill(g, dtype, shape, 0.0, "zeros");
-  });
-}
+PSFLOW_DECL Initializer zeros_initializer();
 
-inline Initializer random_normal_initializer(double mean = 0, double stddev = 1,
-                                             std::uint64_t seed = 0) {
-  return Initializer(
-      [=](Graph& g, const Shape& shape, DType dtype, const PartitionInfo* partition) {
-        return ops::random_normal(g, shape, mean, stddev, seed, dtype, "random_normal", partition);
-      });
-}
+PSFLOW_DECL Initializer random_normal_initializer(double mean = 0, double stddev = 1,
+                                                  std::uint64_t seed = 0);
 
 // Glorot/Xavier uniform: U(-l, l) with l = sqrt(6 / (fan_in + fan_out)), fans as TF computes them
 // (from the whole variable's shape when initializing a shard, as TF's VarianceScaling does).
-inline Initializer glorot_uniform_initializer(std::uint64_t seed = 0) {
-  return Initializer(
-      [=](Graph& g, const Shape& shard_shape, DType dtype, const PartitionInfo* partition) {
-        const Shape& shape = partition ? partition->full_shape : shard_shape;
-        double fan_in = 1, fan_out = 1;
-        if (shape.size() == 1) {
-          fan_in = fan_out = static_cast<double>(shape[0]);
-        } else if (shape.size() >= 2) {
-          double receptive = 1;
-          for (std::size_t i = 0; i + 2 < shape.size(); ++i)
-            receptive *= static_cast<double>(shape[i]);
-          fan_in = static_cast<double>(shape[shape.size() - 2]) * receptive;
-          fan_out = static_cast<double>(shape[shape.size() - 1]) * receptive;
-        }
-        const double limit = std::sqrt(6.0 / std::max(1.0, fan_in + fan_out));
-        return ops::random_uniform(g, shard_shape, -limit, limit, seed, dtype, "random_uniform",
-                                   partition);
-      });
-}
+PSFLOW_DECL Initializer glorot_uniform_initializer(std::uint64_t seed = 0);
 
 // Where a shard's values belong in its whole variable, as TF's SaveSliceInfo: the Saver writes a
 // shard as the slice `var_offset`/`var_shape` of the tensor `full_name`, so a checkpoint can be
@@ -158,29 +128,123 @@ class Variable {
   std::shared_ptr<const detail::VariableRecord> record_;
 };
 
-inline std::vector<Variable> global_variables(const Graph& graph) {
+PSFLOW_DECL std::vector<Variable> global_variables(const Graph& graph);
+
+PSFLOW_DECL std::vector<Variable> trainable_variables(const Graph& graph);
+
+PSFLOW_DECL std::optional<Variable> find_variable(const Graph& graph, std::string_view name);
+
+namespace detail {
+
+PSFLOW_DECL void check_new_variable_name(const Graph& graph, std::string_view name);
+
+// get_variable's name for `name` inside the current variable_scope ("tower/w").
+PSFLOW_DECL std::string scoped_variable_name(const Graph& graph, std::string_view name);
+
+// TF's reuse rules: whether get_variable returns the existing variable `full_name` (true) or
+// creates it (false); throws when the current scope's mode forbids either.
+PSFLOW_DECL bool reuse_existing_variable(const Graph& graph, const std::string& full_name,
+                                         bool exists);
+
+// A shared variable must be asked for as it was created.
+PSFLOW_DECL void check_shared_variable(const std::string& full_name, const Shape& shape,
+                                       DType dtype, const Shape& wanted_shape, DType wanted_dtype);
+
+// get_variable, also for the shards of a partitioned variable (partition and save_slice set).
+PSFLOW_DECL Variable create_variable(Graph& graph, std::string_view name, const Shape& shape,
+                                     const Initializer& init, DType dtype, bool trainable,
+                                     const PartitionInfo* partition,
+                                     std::optional<SaveSliceInfo> save_slice);
+
+}  // namespace detail
+
+// Creates variable `name`, or returns it when the enclosing Graph::variable_scope reuses it
+// (TF1's get_variable). The name is "<variable scopes>/<name>": name scopes do not apply, as
+// in TF. Throws AlreadyExists if the name is taken and the scope does not reuse, NotFound if
+// the scope only reuses and there is no such variable, InvalidArgument if a shared variable is
+// asked for with another shape or dtype.
+PSFLOW_DECL Variable get_variable(Graph& graph, std::string_view name, Shape shape,
+                                  Initializer init, DType dtype = DType::float32,
+                                  bool trainable = true);
+
+// One op that runs every variable's initializer ("init"; a NoOp when there are none).
+PSFLOW_DECL Operation global_variables_initializer(Graph& graph);
+
+// Like global_variables_initializer for a chosen set (TF's variables_initializer).
+PSFLOW_DECL Operation variables_initializer(const std::vector<Variable>& vars,
+                                            std::string_view name = "init");
+
+}  // namespace psflow
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow {
+
+PSFLOW_DECL Initializer constant_initializer(double value) {
+  return Initializer([value](Graph& g, const Shape& shape, DType dtype) {
+    return ops::fill(g, dtype, shape, value, "Const");
+  });
+}
+
+PSFLOW_DECL Initializer zeros_initializer() {
+  return Initializer([](Graph& g, const Shape& shape, DType dtype) {
+    return ops::fill(g, dtype, shape, 0.0, "zeros");
+  });
+}
+
+PSFLOW_DECL Initializer random_normal_initializer(double mean, double stddev, std::uint64_t seed) {
+  return Initializer(
+      [=](Graph& g, const Shape& shape, DType dtype, const PartitionInfo* partition) {
+        return ops::random_normal(g, shape, mean, stddev, seed, dtype, "random_normal", partition);
+      });
+}
+
+PSFLOW_DECL Initializer glorot_uniform_initializer(std::uint64_t seed) {
+  return Initializer(
+      [=](Graph& g, const Shape& shard_shape, DType dtype, const PartitionInfo* partition) {
+        const Shape& shape = partition ? partition->full_shape : shard_shape;
+        double fan_in = 1, fan_out = 1;
+        if (shape.size() == 1) {
+          fan_in = fan_out = static_cast<double>(shape[0]);
+        } else if (shape.size() >= 2) {
+          double receptive = 1;
+          for (std::size_t i = 0; i + 2 < shape.size(); ++i)
+            receptive *= static_cast<double>(shape[i]);
+          fan_in = static_cast<double>(shape[shape.size() - 2]) * receptive;
+          fan_out = static_cast<double>(shape[shape.size() - 1]) * receptive;
+        }
+        const double limit = std::sqrt(6.0 / std::max(1.0, fan_in + fan_out));
+        return ops::random_uniform(g, shard_shape, -limit, limit, seed, dtype, "random_uniform",
+                                   partition);
+      });
+}
+
+PSFLOW_DECL std::vector<Variable> global_variables(const Graph& graph) {
   std::vector<Variable> out;
   for (auto& r : graph.collection<detail::VariableRecord>(detail::kGlobalVariables))
     out.emplace_back(r);
   return out;
 }
 
-inline std::vector<Variable> trainable_variables(const Graph& graph) {
+PSFLOW_DECL std::vector<Variable> trainable_variables(const Graph& graph) {
   std::vector<Variable> out;
   for (auto& r : graph.collection<detail::VariableRecord>(detail::kTrainableVariables))
     out.emplace_back(r);
   return out;
 }
 
-inline std::optional<Variable> find_variable(const Graph& graph, std::string_view name) {
+PSFLOW_DECL std::optional<Variable> find_variable(const Graph& graph, std::string_view name) {
   for (auto& v : global_variables(graph))
     if (v.name() == name) return v;
   return std::nullopt;
 }
 
-namespace detail {
+}  // namespace psflow
 
-inline void check_new_variable_name(const Graph& graph, std::string_view name) {
+namespace psflow::detail {
+
+PSFLOW_DECL void check_new_variable_name(const Graph& graph, std::string_view name) {
   if (name.empty()) throw InvalidArgument("get_variable: the variable needs a name");
   if (graph.find_operation(name))
     throw AlreadyExists("a variable or op named '" + std::string(name) +
@@ -188,16 +252,14 @@ inline void check_new_variable_name(const Graph& graph, std::string_view name) {
                         "Variable handle (find_variable(graph, name) returns it)");
 }
 
-// get_variable's name for `name` inside the current variable_scope ("tower/w").
-inline std::string scoped_variable_name(const Graph& graph, std::string_view name) {
+PSFLOW_DECL std::string scoped_variable_name(const Graph& graph, std::string_view name) {
   if (name.empty()) throw InvalidArgument("get_variable: the variable needs a name");
   const VariableScope scope = graph.current_variable_scope();
   return scope.name.empty() ? std::string(name) : scope.name + "/" + std::string(name);
 }
 
-// TF's reuse rules: whether get_variable returns the existing variable `full_name` (true) or
-// creates it (false); throws when the current scope's mode forbids either.
-inline bool reuse_existing_variable(const Graph& graph, const std::string& full_name, bool exists) {
+PSFLOW_DECL bool reuse_existing_variable(const Graph& graph, const std::string& full_name,
+                                         bool exists) {
   const VariableReuse reuse = graph.current_variable_scope().reuse;
   if (exists && reuse == VariableReuse::inherit)
     throw AlreadyExists("variable '" + full_name +
@@ -211,9 +273,8 @@ inline bool reuse_existing_variable(const Graph& graph, const std::string& full_
   return exists;
 }
 
-// A shared variable must be asked for as it was created.
-inline void check_shared_variable(const std::string& full_name, const Shape& shape, DType dtype,
-                                  const Shape& wanted_shape, DType wanted_dtype) {
+PSFLOW_DECL void check_shared_variable(const std::string& full_name, const Shape& shape,
+                                       DType dtype, const Shape& wanted_shape, DType wanted_dtype) {
   if (shape == wanted_shape && dtype == wanted_dtype) return;
   throw InvalidArgument("get_variable: variable '" + full_name + "' exists as " +
                         std::string(dtype_name(dtype)) + shape_string(shape) +
@@ -221,11 +282,10 @@ inline void check_shared_variable(const std::string& full_name, const Shape& sha
                         shape_string(wanted_shape));
 }
 
-// get_variable, also for the shards of a partitioned variable (partition and save_slice set).
-inline Variable create_variable(Graph& graph, std::string_view name, const Shape& shape,
-                                const Initializer& init, DType dtype, bool trainable,
-                                const PartitionInfo* partition,
-                                std::optional<SaveSliceInfo> save_slice) {
+PSFLOW_DECL Variable create_variable(Graph& graph, std::string_view name, const Shape& shape,
+                                     const Initializer& init, DType dtype, bool trainable,
+                                     const PartitionInfo* partition,
+                                     std::optional<SaveSliceInfo> save_slice) {
   check_new_variable_name(graph, name);
   auto no_control = graph.clear_control_dependencies();  // variables never wait on other ops
   auto root = graph.name_scope("");
@@ -255,15 +315,12 @@ inline Variable create_variable(Graph& graph, std::string_view name, const Shape
   return Variable(record);
 }
 
-}  // namespace detail
+}  // namespace psflow::detail
 
-// Creates variable `name`, or returns it when the enclosing Graph::variable_scope reuses it
-// (TF1's get_variable). The name is "<variable scopes>/<name>": name scopes do not apply, as
-// in TF. Throws AlreadyExists if the name is taken and the scope does not reuse, NotFound if
-// the scope only reuses and there is no such variable, InvalidArgument if a shared variable is
-// asked for with another shape or dtype.
-inline Variable get_variable(Graph& graph, std::string_view name, Shape shape, Initializer init,
-                             DType dtype = DType::float32, bool trainable = true) {
+namespace psflow {
+
+PSFLOW_DECL Variable get_variable(Graph& graph, std::string_view name, Shape shape,
+                                  Initializer init, DType dtype, bool trainable) {
   const std::string full_name = detail::scoped_variable_name(graph, name);
   const auto existing = find_variable(graph, full_name);
   if (detail::reuse_existing_variable(graph, full_name, existing.has_value())) {
@@ -274,17 +331,15 @@ inline Variable get_variable(Graph& graph, std::string_view name, Shape shape, I
                                  std::nullopt);
 }
 
-// One op that runs every variable's initializer ("init"; a NoOp when there are none).
-inline Operation global_variables_initializer(Graph& graph) {
+PSFLOW_DECL Operation global_variables_initializer(Graph& graph) {
   std::vector<Operation> inits;
   for (const auto& v : global_variables(graph)) inits.push_back(v.initializer());
   if (inits.empty()) return ops::no_op(graph, "init");
   return ops::group(inits, "init");
 }
 
-// Like global_variables_initializer for a chosen set (TF's variables_initializer).
-inline Operation variables_initializer(const std::vector<Variable>& vars,
-                                       std::string_view name = "init") {
+PSFLOW_DECL Operation variables_initializer(const std::vector<Variable>& vars,
+                                            std::string_view name) {
   if (vars.empty()) throw InvalidArgument("variables_initializer: no variables given");
   std::vector<Operation> inits;
   for (const auto& v : vars) inits.push_back(v.initializer());
@@ -292,3 +347,5 @@ inline Operation variables_initializer(const std::vector<Variable>& vars,
 }
 
 }  // namespace psflow
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -38,6 +38,18 @@
 // (a crash mid-write may leave a "<name>.tmp.<pid>.<n>" file, never a bad "<name>").
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "psflow/core/compilation.hpp"
+#include "psflow/core/error.hpp"
+#include "psflow/core/tensor.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,20 +59,12 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
-#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <set>
-#include <string>
-#include <string_view>
 #include <system_error>
-#include <utility>
-#include <vector>
-
-#include "psflow/core/error.hpp"
-#include "psflow/core/tensor.hpp"
+#endif
 
 namespace psflow::train {
 
@@ -88,12 +92,12 @@ using CheckpointEntries = std::vector<CheckpointEntry>;
 // NotFound when the directory does not exist, FailedPrecondition when it cannot be written
 // (permissions, read-only, full disk), Internal for other I/O failures; never leaves a
 // partial file.
-inline void write_checkpoint(std::string_view path, const CheckpointTensors& tensors);
+void write_checkpoint(std::string_view path, const CheckpointTensors& tensors);
 
 // The same for records that may be slices: a name may then appear once per slice (the rules are
 // in the file comment; InvalidArgument naming the name and the slices when they are broken).
 // Without any slice the file is the one write_checkpoint writes.
-inline void write_checkpoint_entries(std::string_view path, const CheckpointEntries& entries);
+void write_checkpoint_entries(std::string_view path, const CheckpointEntries& entries);
 
 // Reads and fully validates the checkpoint at `path`; returns its tensors in file order, a
 // sliced tensor assembled whole from its slices (at its first slice's place).
@@ -103,11 +107,13 @@ inline void write_checkpoint_entries(std::string_view path, const CheckpointEntr
 // (bad magic or version, a truncated file, a size larger than the rest of the file, an unknown
 // dtype, a shape that does not match its byte count, a bad checksum, trailing bytes, slices
 // that overlap, disagree or reach past their full shape).
-inline CheckpointTensors read_checkpoint(std::string_view path);
+CheckpointTensors read_checkpoint(std::string_view path);
 
 // Reads and validates like read_checkpoint; returns every record as stored, slices as slices.
-inline CheckpointEntries read_checkpoint_entries(std::string_view path);
+CheckpointEntries read_checkpoint_entries(std::string_view path);
 
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 // ---------------------------------------------------------------------------------------------
 
 namespace detail {
@@ -144,25 +150,25 @@ constexpr std::optional<DType> checkpoint_dtype_from_code(std::uint32_t code) {
   }
 }
 
-inline std::uint32_t crc32_of(std::uint32_t crc, const void* data, std::size_t n) {
+PSFLOW_DECL std::uint32_t crc32_of(std::uint32_t crc, const void* data, std::size_t n) {
   return static_cast<std::uint32_t>(
       ::crc32_z(crc, static_cast<const Bytef*>(data), static_cast<z_size_t>(n)));
 }
-inline std::uint32_t crc32_of(const void* data, std::size_t n) { return crc32_of(0, data, n); }
+PSFLOW_DECL std::uint32_t crc32_of(const void* data, std::size_t n) { return crc32_of(0, data, n); }
 
-inline void put_u32(std::string& out, std::uint32_t v) {
+PSFLOW_DECL void put_u32(std::string& out, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
-inline void put_u64(std::string& out, std::uint64_t v) {
+PSFLOW_DECL void put_u64(std::string& out, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
-inline std::uint64_t get_le(const unsigned char* p, int bytes) {
+PSFLOW_DECL std::uint64_t get_le(const unsigned char* p, int bytes) {
   std::uint64_t v = 0;
   for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
   return v;
 }
 
-inline std::string errno_message(int err) {
+PSFLOW_DECL std::string errno_message(int err) {
   return std::error_code(err, std::generic_category()).message();
 }
 
@@ -185,7 +191,7 @@ inline std::string errno_message(int err) {
   }
 }
 
-inline std::string parent_directory(const std::string& path) {
+PSFLOW_DECL std::string parent_directory(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   return dir.empty() ? std::string(".") : dir;
 }
@@ -257,7 +263,7 @@ class AtomicFile {
 };
 
 // Writes `contents` to `path` atomically (temporary file, fsync, rename, directory fsync).
-inline void write_file_atomically(const std::string& path, std::string_view contents) {
+PSFLOW_DECL void write_file_atomically(const std::string& path, std::string_view contents) {
   AtomicFile file(path);
   file.write(contents);
   file.commit();
@@ -354,7 +360,7 @@ class CheckpointReader {
   std::uint32_t record_crc_ = 0;
 };
 
-inline std::string hex32(std::uint32_t v) {
+PSFLOW_DECL std::string hex32(std::uint32_t v) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out = "0x";
   for (int shift = 28; shift >= 0; shift -= 4) out.push_back(digits[(v >> shift) & 0xf]);
@@ -365,7 +371,7 @@ inline std::string hex32(std::uint32_t v) {
 inline constexpr std::uint32_t kCheckpointFlagSliced = 1;
 
 // "[0:5, 0:4]": the block at `offset` spanning `lengths`, Python's slice notation.
-inline std::string block_string(const std::vector<std::size_t>& offset, const Shape& lengths) {
+PSFLOW_DECL std::string block_string(const std::vector<std::size_t>& offset, const Shape& lengths) {
   std::string out = "[";
   for (std::size_t d = 0; d < lengths.size(); ++d)
     out +=
@@ -374,21 +380,22 @@ inline std::string block_string(const std::vector<std::size_t>& offset, const Sh
 }
 
 // "slice [0:5, 0:4] of 'emb' float32[10,4]" or "tensor 'w' float32[2,2]", for messages.
-inline std::string entry_string(const CheckpointEntry& e) {
+PSFLOW_DECL std::string entry_string(const CheckpointEntry& e) {
   const std::string type = std::string(dtype_name(e.tensor.dtype()));
   if (!e.slice) return "tensor '" + e.name + "' " + type + shape_string(e.tensor.shape());
   return "slice " + block_string(e.slice->offset, e.tensor.shape()) + " of '" + e.name + "' " +
          type + shape_string(e.slice->full_shape);
 }
 
-inline std::vector<std::size_t> entry_offset(const CheckpointEntry& e) {
+PSFLOW_DECL std::vector<std::size_t> entry_offset(const CheckpointEntry& e) {
   return e.slice ? e.slice->offset : std::vector<std::size_t>(e.tensor.rank(), 0);
 }
 
 // Elements in the intersection of two blocks (0 when they do not meet).
-inline std::size_t overlap_elements(const std::vector<std::size_t>& a_offset, const Shape& a_shape,
-                                    const std::vector<std::size_t>& b_offset,
-                                    const Shape& b_shape) {
+PSFLOW_DECL std::size_t overlap_elements(const std::vector<std::size_t>& a_offset,
+                                         const Shape& a_shape,
+                                         const std::vector<std::size_t>& b_offset,
+                                         const Shape& b_shape) {
   std::size_t count = 1;
   for (std::size_t d = 0; d < a_shape.size(); ++d) {
     const std::size_t lo = std::max(a_offset[d], b_offset[d]);
@@ -402,7 +409,7 @@ inline std::size_t overlap_elements(const std::vector<std::size_t>& a_offset, co
 // Checks the rules of the file comment for `entries` beyond each record's own fields: a slice
 // inside its full shape, one record per whole name, slices of a name agreeing and disjoint.
 // Returns what is wrong ("" when nothing is).
-inline std::string check_entries(const CheckpointEntries& entries) {
+PSFLOW_DECL std::string check_entries(const CheckpointEntries& entries) {
   std::map<std::string_view, std::vector<const CheckpointEntry*>> by_name;
   for (const auto& e : entries) {
     if (e.slice) {
@@ -480,8 +487,8 @@ struct CheckpointIndex {
 
 // Copies into `dst` (the block at dst_offset of the full tensor) the part of `src` (the block at
 // src_offset) that lies inside it; returns how many elements that was.
-inline std::size_t copy_overlap(const Tensor& src, const std::vector<std::size_t>& src_offset,
-                                Tensor& dst, const std::vector<std::size_t>& dst_offset) {
+PSFLOW_DECL std::size_t copy_overlap(const Tensor& src, const std::vector<std::size_t>& src_offset,
+                                     Tensor& dst, const std::vector<std::size_t>& dst_offset) {
   const std::size_t rank = dst.rank();
   const std::size_t item = dtype_size(dst.dtype());
   const auto* from = static_cast<const char*>(src.raw_data());
@@ -530,8 +537,9 @@ inline std::size_t copy_overlap(const Tensor& src, const std::vector<std::size_t
 
 // For an error message: a block inside [offset, offset + lengths) that no part of `stored`
 // covers, in Python's slice notation (stretched along axis 0 as far as it goes uncovered).
-inline std::string uncovered_block(const StoredTensor& stored,
-                                   const std::vector<std::size_t>& offset, const Shape& lengths) {
+PSFLOW_DECL std::string uncovered_block(const StoredTensor& stored,
+                                        const std::vector<std::size_t>& offset,
+                                        const Shape& lengths) {
   const std::size_t rank = lengths.size();
   std::vector<std::vector<std::size_t>> cuts(rank);
   for (std::size_t d = 0; d < rank; ++d) {
@@ -588,9 +596,9 @@ inline std::string uncovered_block(const StoredTensor& stored,
 // Block [offset, offset + lengths) of `stored` (which must lie inside its full shape): the
 // stored tensor itself when one part is exactly that block, else a copy assembled from the
 // parts. nullopt when the parts do not cover it; `missing` then says what is missing.
-inline std::optional<Tensor> stored_block(const StoredTensor& stored,
-                                          const std::vector<std::size_t>& offset,
-                                          const Shape& lengths, std::string* missing) {
+PSFLOW_DECL std::optional<Tensor> stored_block(const StoredTensor& stored,
+                                               const std::vector<std::size_t>& offset,
+                                               const Shape& lengths, std::string* missing) {
   for (const auto* part : stored.parts)
     if (part->tensor.shape() == lengths && entry_offset(*part) == offset) return part->tensor;
   // The block's size comes from the file (a slice's full shape): the disjoint parts can cover
@@ -632,14 +640,14 @@ inline std::optional<Tensor> stored_block(const StoredTensor& stored,
 // ---------------------------------------------------------------------------------------------
 // Definitions
 
-inline void write_checkpoint(std::string_view path, const CheckpointTensors& tensors) {
+PSFLOW_DECL void write_checkpoint(std::string_view path, const CheckpointTensors& tensors) {
   CheckpointEntries entries;
   entries.reserve(tensors.size());
   for (const auto& [name, tensor] : tensors) entries.push_back({name, tensor, std::nullopt});
   write_checkpoint_entries(path, entries);
 }
 
-inline void write_checkpoint_entries(std::string_view path, const CheckpointEntries& entries) {
+PSFLOW_DECL void write_checkpoint_entries(std::string_view path, const CheckpointEntries& entries) {
   const std::string file(path);
   bool sliced = false;
   for (const auto& [name, tensor, slice] : entries) {
@@ -693,7 +701,7 @@ inline void write_checkpoint_entries(std::string_view path, const CheckpointEntr
   out.commit();
 }
 
-inline CheckpointEntries read_checkpoint_entries(std::string_view path) {
+PSFLOW_DECL CheckpointEntries read_checkpoint_entries(std::string_view path) {
   detail::CheckpointReader in{std::string(path)};
   if (in.size() == 0) in.corrupt("the file is empty");
 
@@ -831,7 +839,7 @@ inline CheckpointEntries read_checkpoint_entries(std::string_view path) {
   return tensors;
 }
 
-inline CheckpointTensors read_checkpoint(std::string_view path) {
+PSFLOW_DECL CheckpointTensors read_checkpoint(std::string_view path) {
   CheckpointEntries entries = read_checkpoint_entries(path);
   CheckpointTensors tensors;
   tensors.reserve(entries.size());
@@ -856,5 +864,7 @@ inline CheckpointTensors read_checkpoint(std::string_view path) {
   }
   return tensors;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

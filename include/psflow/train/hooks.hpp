@@ -7,20 +7,27 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "psflow/core/log.hpp"
-#include "psflow/core/tensor_format.hpp"
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/variable.hpp"
 #include "psflow/observe/event_file_writer.hpp"
 #include "psflow/observe/summary.hpp"
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/saver.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <utility>
+
+#include "psflow/core/log.hpp"
+#include "psflow/core/tensor_format.hpp"
+#endif
 
 namespace psflow::train {
 
@@ -58,9 +65,101 @@ class SessionRunHook {
   virtual void end(Session&) {}
 };
 
+// Saves "<checkpoint_dir>/model.ckpt-<global step>" when a session is created, every
+// save_secs seconds or save_steps global steps, and at the end. `sharded`: each task writes
+// its own shard (SaverOptions::sharded).
+class CheckpointSaverHook : public SessionRunHook {
+ public:
+  PSFLOW_DECL CheckpointSaverHook(std::string checkpoint_dir, std::optional<double> save_secs,
+                                  std::optional<std::int64_t> save_steps,
+                                  std::size_t max_to_keep = 5, bool sharded = false);
+
+  PSFLOW_DECL void begin(Graph& graph) override;
+  PSFLOW_DECL void after_create_session(Session& sess) override;
+  PSFLOW_DECL SessionRunArgs before_run(SessionRunContext&) override;
+  // As TF's: the global step fetched with the training step is the value before this step's
+  // increment, so the step that completes a period is the fetched value + 1; only then is the
+  // real value read, and the checkpoint named by it. With save_steps = 200 one worker saves
+  // at 200, 400, 600; with several, another worker's steps may move it a little past.
+  PSFLOW_DECL void after_run(SessionRunContext& ctx, const SessionRunValues& values) override;
+  // A last checkpoint, unless the last one already has this step (TF's end()).
+  PSFLOW_DECL void end(Session& sess) override;
+  const std::string& last_saved() const noexcept { return last_path_; }
+
+ private:
+  PSFLOW_DECL bool should_save(std::int64_t step) const;
+  PSFLOW_DECL void save(Session& sess);
+  PSFLOW_DECL void save(Session& sess, std::int64_t step);
+
+  std::string dir_;
+  std::optional<double> save_secs_;
+  std::optional<std::int64_t> save_steps_;
+  std::size_t max_to_keep_;
+  bool sharded_;
+  Output global_step_;
+  std::unique_ptr<Saver> saver_;
+  std::int64_t last_saved_step_ = 0;
+  std::chrono::steady_clock::time_point last_saved_time_;
+  std::string last_path_;
+};
+
+// TF1's SummarySaverHook: writes the graph's summaries (summary::merge_all at begin(), or the
+// ones given) to an event file in output_dir, fetched with the training step of the first run
+// and then every save_steps global steps or save_secs seconds (give exactly one), at the global
+// step read after that run. Writes the graph (requested devices) once, when the first session
+// is created (TF1 has CheckpointSaverHook write it into the same directory; here it comes with
+// the summaries, so a summary_dir without checkpoints has it too), and flushes at the end.
+// Shares the directory's writer (summary::FileWriterCache) with StepCounterHook.
+class SummarySaverHook : public SessionRunHook {
+ public:
+  PSFLOW_DECL SummarySaverHook(std::string output_dir, std::optional<std::int64_t> save_steps,
+                               std::optional<double> save_secs = std::nullopt,
+                               std::optional<summary::MergedSummary> summaries = std::nullopt);
+
+  PSFLOW_DECL void begin(Graph& graph) override;
+  PSFLOW_DECL void after_create_session(Session&) override;
+  PSFLOW_DECL SessionRunArgs before_run(SessionRunContext&) override;
+  PSFLOW_DECL void after_run(SessionRunContext& ctx, const SessionRunValues& values) override;
+  PSFLOW_DECL void end(Session&) override;
+
+  const std::string& output_dir() const noexcept { return dir_; }
+  // The event file written to (after begin()).
+  PSFLOW_DECL std::string path() const;
+
+ private:
+  PSFLOW_DECL bool should_trigger(std::int64_t step) const;
+
+  std::string dir_;
+  std::optional<std::int64_t> save_steps_;
+  std::optional<double> save_secs_;
+  std::optional<summary::MergedSummary> summaries_;
+  std::shared_ptr<summary::FileWriter> writer_;
+  Graph* graph_ = nullptr;
+  bool graph_written_ = false;
+  Output global_step_;
+  bool request_ = false;
+  std::optional<std::int64_t> next_step_, last_step_;
+  std::chrono::steady_clock::time_point last_time_;
+};
+
+// Requests a stop when the global step reaches last_step (shared by all workers).
+PSFLOW_DECL std::shared_ptr<SessionRunHook> StopAtStepHook(std::int64_t last_step);
+// Requests a stop after num_steps more global steps, counted from session creation.
+PSFLOW_DECL std::shared_ptr<SessionRunHook> StopAfterStepsHook(std::int64_t num_steps);
+// Logs global steps/sec every `every_n_steps` global steps; with an output_dir also writes it
+// there as the summary "global_step/sec" (TF's StepCounterHook(output_dir=...)), into the file
+// shared through summary::FileWriterCache.
+PSFLOW_DECL std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n_steps = 100,
+                                                            std::string output_dir = "");
+// Logs the values of `tensors` every `every_n_steps` runs.
+PSFLOW_DECL std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors,
+                                                              std::int64_t every_n_steps);
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
-inline Variable require_global_step(Graph& graph, const char* hook) {
+PSFLOW_DECL Variable require_global_step(Graph& graph, const char* hook) {
   auto step = find_variable(graph, "global_step");
   if (!step)
     throw FailedPrecondition(std::string(hook) +
@@ -69,7 +168,7 @@ inline Variable require_global_step(Graph& graph, const char* hook) {
   return *step;
 }
 
-inline std::int64_t step_value(const Tensor& t) {
+PSFLOW_DECL std::int64_t step_value(const Tensor& t) {
   return t.dtype() == DType::int32 ? t.scalar<std::int32_t>() : t.scalar<std::int64_t>();
 }
 
@@ -172,177 +271,124 @@ class LoggingTensors : public SessionRunHook {
 
 }  // namespace detail
 
-// Saves "<checkpoint_dir>/model.ckpt-<global step>" when a session is created, every
-// save_secs seconds or save_steps global steps, and at the end. `sharded`: each task writes
-// its own shard (SaverOptions::sharded).
-class CheckpointSaverHook : public SessionRunHook {
- public:
-  CheckpointSaverHook(std::string checkpoint_dir, std::optional<double> save_secs,
-                      std::optional<std::int64_t> save_steps, std::size_t max_to_keep = 5,
-                      bool sharded = false)
-      : dir_(std::move(checkpoint_dir)),
-        save_secs_(save_secs),
-        save_steps_(save_steps),
-        max_to_keep_(max_to_keep),
-        sharded_(sharded) {}
+CheckpointSaverHook::CheckpointSaverHook(std::string checkpoint_dir,
+                                         std::optional<double> save_secs,
+                                         std::optional<std::int64_t> save_steps,
+                                         std::size_t max_to_keep, bool sharded)
+    : dir_(std::move(checkpoint_dir)),
+      save_secs_(save_secs),
+      save_steps_(save_steps),
+      max_to_keep_(max_to_keep),
+      sharded_(sharded) {}
 
-  void begin(Graph& graph) override {
-    global_step_ = detail::require_global_step(graph, "CheckpointSaverHook").value();
-    saver_ = std::make_unique<Saver>(
-        graph, SaverOptions{.max_to_keep = max_to_keep_, .sharded = sharded_});
-  }
-  void after_create_session(Session& sess) override { save(sess); }
-  SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
-  // As TF's: the global step fetched with the training step is the value before this step's
-  // increment, so the step that completes a period is the fetched value + 1; only then is the
-  // real value read, and the checkpoint named by it. With save_steps = 200 one worker saves
-  // at 200, 400, 600; with several, another worker's steps may move it a little past.
-  void after_run(SessionRunContext& ctx, const SessionRunValues& values) override {
-    const std::int64_t stale_step = detail::step_value(values.results[0]);
-    if (!should_save(stale_step + 1)) return;
-    const std::int64_t step = detail::step_value(ctx.session().run({global_step_})[0]);
-    if (should_save(step)) save(ctx.session(), step);
-  }
-  // A last checkpoint, unless the last one already has this step (TF's end()).
-  void end(Session& sess) override {
-    const std::int64_t step = detail::step_value(sess.run({global_step_})[0]);
-    if (last_path_.empty() || step != last_saved_step_) save(sess, step);
-  }
-  const std::string& last_saved() const noexcept { return last_path_; }
+void CheckpointSaverHook::begin(Graph& graph) {
+  global_step_ = detail::require_global_step(graph, "CheckpointSaverHook").value();
+  saver_ = std::make_unique<Saver>(graph,
+                                   SaverOptions{.max_to_keep = max_to_keep_, .sharded = sharded_});
+}
+void CheckpointSaverHook::after_create_session(Session& sess) { save(sess); }
+SessionRunArgs CheckpointSaverHook::before_run(SessionRunContext&) { return {{global_step_}}; }
+void CheckpointSaverHook::after_run(SessionRunContext& ctx, const SessionRunValues& values) {
+  const std::int64_t stale_step = detail::step_value(values.results[0]);
+  if (!should_save(stale_step + 1)) return;
+  const std::int64_t step = detail::step_value(ctx.session().run({global_step_})[0]);
+  if (should_save(step)) save(ctx.session(), step);
+}
+void CheckpointSaverHook::end(Session& sess) {
+  const std::int64_t step = detail::step_value(sess.run({global_step_})[0]);
+  if (last_path_.empty() || step != last_saved_step_) save(sess, step);
+}
+bool CheckpointSaverHook::should_save(std::int64_t step) const {
+  if (step == last_saved_step_) return false;
+  const bool by_steps = save_steps_ && step >= last_saved_step_ + *save_steps_;
+  const bool by_time = save_secs_ && std::chrono::steady_clock::now() - last_saved_time_ >=
+                                         std::chrono::duration<double>(*save_secs_);
+  return by_steps || by_time;
+}
+void CheckpointSaverHook::save(Session& sess) {
+  save(sess, detail::step_value(sess.run({global_step_})[0]));
+}
+void CheckpointSaverHook::save(Session& sess, std::int64_t step) {
+  std::filesystem::create_directories(dir_);
+  last_path_ = saver_->save(sess, dir_ + "/model.ckpt", step);
+  last_saved_step_ = step;
+  last_saved_time_ = std::chrono::steady_clock::now();
+  log_line("saved checkpoint " + last_path_);
+}
 
- private:
-  bool should_save(std::int64_t step) const {
-    if (step == last_saved_step_) return false;
-    const bool by_steps = save_steps_ && step >= last_saved_step_ + *save_steps_;
-    const bool by_time = save_secs_ && std::chrono::steady_clock::now() - last_saved_time_ >=
-                                           std::chrono::duration<double>(*save_secs_);
-    return by_steps || by_time;
-  }
-  void save(Session& sess) { save(sess, detail::step_value(sess.run({global_step_})[0])); }
-  void save(Session& sess, std::int64_t step) {
-    std::filesystem::create_directories(dir_);
-    last_path_ = saver_->save(sess, dir_ + "/model.ckpt", step);
-    last_saved_step_ = step;
-    last_saved_time_ = std::chrono::steady_clock::now();
-    log_line("saved checkpoint " + last_path_);
-  }
+SummarySaverHook::SummarySaverHook(std::string output_dir, std::optional<std::int64_t> save_steps,
+                                   std::optional<double> save_secs,
+                                   std::optional<summary::MergedSummary> summaries)
+    : dir_(std::move(output_dir)),
+      save_steps_(save_steps),
+      save_secs_(save_secs),
+      summaries_(std::move(summaries)) {
+  if (dir_.empty()) throw InvalidArgument("SummarySaverHook: empty output_dir");
+  if (!!save_steps_ == !!save_secs_)
+    throw InvalidArgument("SummarySaverHook: give exactly one of save_steps and save_secs");
+  if ((save_steps_ && *save_steps_ <= 0) || (save_secs_ && !(*save_secs_ > 0)))
+    throw InvalidArgument("SummarySaverHook: save_steps or save_secs must be positive");
+}
 
-  std::string dir_;
-  std::optional<double> save_secs_;
-  std::optional<std::int64_t> save_steps_;
-  std::size_t max_to_keep_;
-  bool sharded_;
-  Output global_step_;
-  std::unique_ptr<Saver> saver_;
-  std::int64_t last_saved_step_ = 0;
-  std::chrono::steady_clock::time_point last_saved_time_;
-  std::string last_path_;
-};
-
-// TF1's SummarySaverHook: writes the graph's summaries (summary::merge_all at begin(), or the
-// ones given) to an event file in output_dir, fetched with the training step of the first run
-// and then every save_steps global steps or save_secs seconds (give exactly one), at the global
-// step read after that run. Writes the graph (requested devices) once, when the first session
-// is created (TF1 has CheckpointSaverHook write it into the same directory; here it comes with
-// the summaries, so a summary_dir without checkpoints has it too), and flushes at the end.
-// Shares the directory's writer (summary::FileWriterCache) with StepCounterHook.
-class SummarySaverHook : public SessionRunHook {
- public:
-  SummarySaverHook(std::string output_dir, std::optional<std::int64_t> save_steps,
-                   std::optional<double> save_secs = std::nullopt,
-                   std::optional<summary::MergedSummary> summaries = std::nullopt)
-      : dir_(std::move(output_dir)),
-        save_steps_(save_steps),
-        save_secs_(save_secs),
-        summaries_(std::move(summaries)) {
-    if (dir_.empty()) throw InvalidArgument("SummarySaverHook: empty output_dir");
-    if (!!save_steps_ == !!save_secs_)
-      throw InvalidArgument("SummarySaverHook: give exactly one of save_steps and save_secs");
-    if ((save_steps_ && *save_steps_ <= 0) || (save_secs_ && !(*save_secs_ > 0)))
-      throw InvalidArgument("SummarySaverHook: save_steps or save_secs must be positive");
+void SummarySaverHook::begin(Graph& graph) {
+  global_step_ = detail::require_global_step(graph, "SummarySaverHook").value();
+  if (!summaries_) summaries_ = summary::merge_all(graph);
+  writer_ = summary::FileWriterCache::get(dir_);
+  graph_ = &graph;
+}
+void SummarySaverHook::after_create_session(Session&) {
+  if (graph_written_) return;
+  writer_->add_graph(*graph_);
+  writer_->flush();
+  graph_written_ = true;
+}
+SessionRunArgs SummarySaverHook::before_run(SessionRunContext&) {
+  request_ = !next_step_ || should_trigger(*next_step_);
+  SessionRunArgs args{{global_step_}};
+  if (request_) {
+    const auto extra = summaries_->fetches();
+    args.fetches.insert(args.fetches.end(), extra.begin(), extra.end());
   }
-
-  void begin(Graph& graph) override {
-    global_step_ = detail::require_global_step(graph, "SummarySaverHook").value();
-    if (!summaries_) summaries_ = summary::merge_all(graph);
-    writer_ = summary::FileWriterCache::get(dir_);
-    graph_ = &graph;
+  return args;
+}
+void SummarySaverHook::after_run(SessionRunContext& ctx, const SessionRunValues& values) {
+  // As TF: the fetched step may predate this run's increment; read it again when writing.
+  std::int64_t step = detail::step_value(values.results[0]) + 1;
+  if (!next_step_ || request_) step = detail::step_value(ctx.session().run({global_step_})[0]);
+  if (request_) {
+    last_step_ = step;
+    last_time_ = std::chrono::steady_clock::now();
+    if (!summaries_->empty())
+      writer_->add_summary(summaries_->evaluate({values.results.begin() + 1, values.results.end()}),
+                           step);
   }
-  void after_create_session(Session&) override {
-    if (graph_written_) return;
-    writer_->add_graph(*graph_);
-    writer_->flush();
-    graph_written_ = true;
-  }
-  SessionRunArgs before_run(SessionRunContext&) override {
-    request_ = !next_step_ || should_trigger(*next_step_);
-    SessionRunArgs args{{global_step_}};
-    if (request_) {
-      const auto extra = summaries_->fetches();
-      args.fetches.insert(args.fetches.end(), extra.begin(), extra.end());
-    }
-    return args;
-  }
-  void after_run(SessionRunContext& ctx, const SessionRunValues& values) override {
-    // As TF: the fetched step may predate this run's increment; read it again when writing.
-    std::int64_t step = detail::step_value(values.results[0]) + 1;
-    if (!next_step_ || request_) step = detail::step_value(ctx.session().run({global_step_})[0]);
-    if (request_) {
-      last_step_ = step;
-      last_time_ = std::chrono::steady_clock::now();
-      if (!summaries_->empty())
-        writer_->add_summary(
-            summaries_->evaluate({values.results.begin() + 1, values.results.end()}), step);
-    }
-    next_step_ = step + 1;
-  }
-  void end(Session&) override { writer_->flush(); }
+  next_step_ = step + 1;
+}
+void SummarySaverHook::end(Session&) { writer_->flush(); }
+std::string SummarySaverHook::path() const { return writer_ ? writer_->path() : ""; }
+bool SummarySaverHook::should_trigger(std::int64_t step) const {
+  if (!last_step_) return true;
+  if (step == *last_step_) return false;
+  if (save_steps_) return step >= *last_step_ + *save_steps_;
+  return std::chrono::steady_clock::now() - last_time_ >=
+         std::chrono::duration<double>(*save_secs_);
+}
 
-  const std::string& output_dir() const noexcept { return dir_; }
-  // The event file written to (after begin()).
-  std::string path() const { return writer_ ? writer_->path() : ""; }
-
- private:
-  bool should_trigger(std::int64_t step) const {
-    if (!last_step_) return true;
-    if (step == *last_step_) return false;
-    if (save_steps_) return step >= *last_step_ + *save_steps_;
-    return std::chrono::steady_clock::now() - last_time_ >=
-           std::chrono::duration<double>(*save_secs_);
-  }
-
-  std::string dir_;
-  std::optional<std::int64_t> save_steps_;
-  std::optional<double> save_secs_;
-  std::optional<summary::MergedSummary> summaries_;
-  std::shared_ptr<summary::FileWriter> writer_;
-  Graph* graph_ = nullptr;
-  bool graph_written_ = false;
-  Output global_step_;
-  bool request_ = false;
-  std::optional<std::int64_t> next_step_, last_step_;
-  std::chrono::steady_clock::time_point last_time_;
-};
-
-// Requests a stop when the global step reaches last_step (shared by all workers).
-inline std::shared_ptr<SessionRunHook> StopAtStepHook(std::int64_t last_step) {
+std::shared_ptr<SessionRunHook> StopAtStepHook(std::int64_t last_step) {
   return std::make_shared<detail::StopAtStep>(last_step, std::nullopt);
 }
-// Requests a stop after num_steps more global steps, counted from session creation.
-inline std::shared_ptr<SessionRunHook> StopAfterStepsHook(std::int64_t num_steps) {
+std::shared_ptr<SessionRunHook> StopAfterStepsHook(std::int64_t num_steps) {
   return std::make_shared<detail::StopAtStep>(std::nullopt, num_steps);
 }
-// Logs global steps/sec every `every_n_steps` global steps; with an output_dir also writes it
-// there as the summary "global_step/sec" (TF's StepCounterHook(output_dir=...)), into the file
-// shared through summary::FileWriterCache.
-inline std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n_steps = 100,
-                                                       std::string output_dir = "") {
+std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n_steps,
+                                                std::string output_dir) {
   return std::make_shared<detail::StepCounter>(every_n_steps, std::move(output_dir));
 }
-// Logs the values of `tensors` every `every_n_steps` runs.
-inline std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors,
-                                                         std::int64_t every_n_steps) {
+std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors,
+                                                  std::int64_t every_n_steps) {
   return std::make_shared<detail::LoggingTensors>(std::move(tensors), every_n_steps);
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

@@ -38,36 +38,39 @@
 // unsharded one the classic way.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <utility>
 #include <vector>
 
 #include "psflow/core/compilation.hpp"
+#include "psflow/graph/graph.hpp"
+#include "psflow/graph/variable.hpp"
+#include "psflow/runtime/session.hpp"
+#include "psflow/train/checkpoint_file.hpp"
+#include "psflow/train/sharded_checkpoint.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
 #include "psflow/core/device_spec.hpp"
 #include "psflow/core/log.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/control_ops.hpp"
-#include "psflow/graph/graph.hpp"
 #include "psflow/graph/state_ops.hpp"
-#include "psflow/graph/variable.hpp"
-#if PSFLOW_COMPILES_IMPLEMENTATION  // the kernels these graphs run (registered at start-up)
+// the kernels these graphs run (registered at start-up)
 #include "psflow/runtime/kernels/array_kernels.hpp"  // Identity (reads), NoOp, Placeholder feeds
 #include "psflow/runtime/kernels/state_kernels.hpp"  // Assign
 #endif
-#include "psflow/runtime/session.hpp"
-#include "psflow/train/checkpoint_file.hpp"
-#include "psflow/train/sharded_checkpoint.hpp"
 
 namespace psflow::train {
 
@@ -163,8 +166,10 @@ class Saver {
 // The latest checkpoint path recorded in `dir`'s state file, if that checkpoint still exists;
 // nullopt when `dir` or its state file does not exist. Throws DataLoss naming the state file
 // when it cannot be parsed.
-inline std::optional<std::string> latest_checkpoint(std::string_view dir);
+std::optional<std::string> latest_checkpoint(std::string_view dir);
 
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 // ---------------------------------------------------------------------------------------------
 
 namespace detail {
@@ -177,7 +182,7 @@ struct CheckpointState {
   std::vector<std::string> all_model_checkpoint_paths;
 };
 
-inline std::string quote_state_string(const std::string& s) {
+PSFLOW_DECL std::string quote_state_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     if (c == '"' || c == '\\') {
@@ -195,7 +200,7 @@ inline std::string quote_state_string(const std::string& s) {
   return out + "\"";
 }
 
-inline std::string format_checkpoint_state(const CheckpointState& state) {
+PSFLOW_DECL std::string format_checkpoint_state(const CheckpointState& state) {
   std::string out =
       "model_checkpoint_path: " + quote_state_string(state.model_checkpoint_path) + "\n";
   for (const auto& p : state.all_model_checkpoint_paths)
@@ -205,7 +210,7 @@ inline std::string format_checkpoint_state(const CheckpointState& state) {
 
 // Parses the state file's text (protobuf text format, the subset TF writes). Unknown fields
 // (e.g. TF's timestamps) are ignored; anything malformed throws DataLoss naming `file`.
-inline CheckpointState parse_checkpoint_state(std::string_view text, const std::string& file) {
+PSFLOW_DECL CheckpointState parse_checkpoint_state(std::string_view text, const std::string& file) {
   auto corrupt = [&](std::size_t line, const std::string& what) -> void {
     throw DataLoss("checkpoint state file '" + file + "' is corrupt (line " + std::to_string(line) +
                    "): " + what + "; delete it or restore a checkpoint by its path");
@@ -288,7 +293,7 @@ inline CheckpointState parse_checkpoint_state(std::string_view text, const std::
 }
 
 // Reads `dir`'s state file: nullopt when there is none; DataLoss when it is corrupt.
-inline std::optional<CheckpointState> read_checkpoint_state(const std::filesystem::path& dir) {
+PSFLOW_DECL std::optional<CheckpointState> read_checkpoint_state(const std::filesystem::path& dir) {
   const auto file = dir / kCheckpointStateFile;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) return std::nullopt;
@@ -300,7 +305,7 @@ inline std::optional<CheckpointState> read_checkpoint_state(const std::filesyste
 }
 
 // True when checkpoint path `p` has its file (or is itself a file, e.g. written directly).
-inline bool checkpoint_exists(const std::filesystem::path& p) {
+PSFLOW_DECL bool checkpoint_exists(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::is_regular_file(checkpoint_file_path(p.string()), ec) ||
          std::filesystem::is_regular_file(sharded_index_path(p.string()), ec) ||
@@ -308,20 +313,20 @@ inline bool checkpoint_exists(const std::filesystem::path& p) {
 }
 
 // The name a variable is saved under: its full name for a shard, else its own.
-inline std::string save_key(const Variable& v) {
+PSFLOW_DECL std::string save_key(const Variable& v) {
   const auto& slice = v.save_slice_info();
   return slice ? slice->full_name : v.name();
 }
 
 // "variable 'w'", or "variable 'emb/part_1' (block [4:7, 0:8] of 'emb')", for messages.
-inline std::string describe_variable(const Variable& v) {
+PSFLOW_DECL std::string describe_variable(const Variable& v) {
   const auto& slice = v.save_slice_info();
   if (!slice) return "variable '" + v.name() + "'";
   return "variable '" + v.name() + "' (block " + block_string(slice->var_offset, v.shape()) +
          " of '" + slice->full_name + "')";
 }
 
-inline std::string directory_key(const std::string& dir) {
+PSFLOW_DECL std::string directory_key(const std::string& dir) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(dir, ec);
   return (ec ? std::filesystem::path(dir) : abs).lexically_normal().string();
@@ -332,7 +337,7 @@ inline std::string directory_key(const std::string& dir) {
 // ---------------------------------------------------------------------------------------------
 // Definitions
 
-inline Saver::Saver(Graph& graph, SaverOptions options)
+PSFLOW_DECL Saver::Saver(Graph& graph, SaverOptions options)
     : graph_(&graph),
       max_to_keep_(options.max_to_keep),
       variables_(global_variables(graph)),
@@ -396,7 +401,7 @@ inline Saver::Saver(Graph& graph, SaverOptions options)
   }
 }
 
-inline Saver::Kept& Saver::kept_in(const std::string& dir, const std::string& spelled) {
+PSFLOW_DECL Saver::Kept& Saver::kept_in(const std::string& dir, const std::string& spelled) {
   const std::string key = detail::directory_key(dir);
   auto [it, inserted] = kept_.try_emplace(key);
   if (inserted) {
@@ -422,8 +427,8 @@ inline Saver::Kept& Saver::kept_in(const std::string& dir, const std::string& sp
   return it->second;
 }
 
-inline std::string Saver::save(Session& sess, std::string_view prefix,
-                               std::optional<std::int64_t> global_step) {
+PSFLOW_DECL std::string Saver::save(Session& sess, std::string_view prefix,
+                                    std::optional<std::int64_t> global_step) {
   if (prefix.empty())
     throw InvalidArgument("Saver::save: the prefix is empty (e.g. \"/logs/model.ckpt\")");
   if (&sess.graph() != graph_)
@@ -501,7 +506,7 @@ inline std::string Saver::save(Session& sess, std::string_view prefix,
   return path;
 }
 
-inline std::string Saver::resolve_file(std::string_view path) const {
+PSFLOW_DECL std::string Saver::resolve_file(std::string_view path) const {
   const std::string p(path);
   if (p.empty()) throw InvalidArgument("Saver::restore: the checkpoint path is empty");
   if (p.ends_with(checkpoint_file_suffix)) return p;
@@ -513,7 +518,7 @@ inline std::string Saver::resolve_file(std::string_view path) const {
                  "'): pass a path save() returned or latest_checkpoint(dir)");
 }
 
-inline void Saver::restore(Session& sess, std::string_view path) {
+PSFLOW_DECL void Saver::restore(Session& sess, std::string_view path) {
   if (&sess.graph() != graph_)
     throw InvalidArgument("Saver::restore: the Session runs another Graph than the Saver's");
   std::lock_guard lock(mutex_);
@@ -544,8 +549,8 @@ inline void Saver::restore(Session& sess, std::string_view path) {
   restore_entries(sess, read_checkpoint_entries(file), file);
 }
 
-inline void Saver::restore_sharded(Session& sess, const std::string& path,
-                                   const ShardedIndex& index) {
+PSFLOW_DECL void Saver::restore_sharded(Session& sess, const std::string& path,
+                                        const ShardedIndex& index) {
   const std::string file = sharded_index_path(path);
   struct Part {
     std::size_t shard;
@@ -629,8 +634,8 @@ inline void Saver::restore_sharded(Session& sess, const std::string& path,
   sess.run(restores, feeds);
 }
 
-inline void Saver::restore_entries(Session& sess, const CheckpointEntries& entries,
-                                   const std::string& file) {
+PSFLOW_DECL void Saver::restore_entries(Session& sess, const CheckpointEntries& entries,
+                                        const std::string& file) {
   const detail::CheckpointIndex index(entries);
 
   FeedMap feeds;
@@ -680,7 +685,7 @@ inline void Saver::restore_entries(Session& sess, const CheckpointEntries& entri
   if (restore_op_) sess.run({}, feeds, {restore_op_});
 }
 
-inline std::vector<std::string> Saver::last_checkpoints() const {
+PSFLOW_DECL std::vector<std::string> Saver::last_checkpoints() const {
   std::lock_guard lock(mutex_);
   std::vector<std::string> out;
   auto it = kept_.find(last_dir_);
@@ -690,7 +695,7 @@ inline std::vector<std::string> Saver::last_checkpoints() const {
   return out;
 }
 
-inline std::optional<std::string> latest_checkpoint(std::string_view dir) {
+PSFLOW_DECL std::optional<std::string> latest_checkpoint(std::string_view dir) {
   const std::filesystem::path directory(dir.empty() ? std::string_view(".") : dir);
   auto state = detail::read_checkpoint_state(directory);
   if (!state) return std::nullopt;
@@ -699,5 +704,7 @@ inline std::optional<std::string> latest_checkpoint(std::string_view dir) {
   if (!detail::checkpoint_exists(latest)) return std::nullopt;
   return latest.string();
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

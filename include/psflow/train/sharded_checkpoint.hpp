@@ -33,26 +33,33 @@
 // travels to the ops as an int32 tensor holding one byte per element.
 #pragma once
 
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "psflow/core/compilation.hpp"
+#include "psflow/core/dtype.hpp"
+#include "psflow/core/shape.hpp"
+#include "psflow/train/checkpoint_file.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <string>
-#include <string_view>
 #include <system_error>
 #include <utility>
-#include <vector>
 
-#include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/core/tensor.hpp"
 #include "psflow/graph/graph.hpp"
 #include "psflow/graph/op_builder.hpp"
 #include "psflow/runtime/kernel.hpp"
-#include "psflow/train/checkpoint_file.hpp"
+#endif
 
 namespace psflow::train {
 
@@ -104,10 +111,12 @@ struct ShardedIndex {
 };
 
 // Writes `index` to `path` atomically (a checkpoint file; its errors).
-inline void write_sharded_index(const std::string& path, const ShardedIndex& index);
+void write_sharded_index(const std::string& path, const ShardedIndex& index);
 // Reads it back: NotFound when `path` does not exist, DataLoss naming it when it is corrupt.
-inline ShardedIndex read_sharded_index(const std::string& path);
+ShardedIndex read_sharded_index(const std::string& path);
 
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 // ---------------------------------------------------------------------------------------------
 
 namespace detail {
@@ -116,13 +125,13 @@ inline constexpr const char* kShardedIndexRecord = "sharded_index";
 inline constexpr const char* kShardedIndexMagic = "psflow-sharded-index-1";
 
 // A string as an int32 tensor, one byte per element (the request ops read).
-inline Tensor string_tensor(std::string_view s) {
+PSFLOW_DECL Tensor string_tensor(std::string_view s) {
   std::vector<std::int32_t> bytes(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) bytes[i] = static_cast<unsigned char>(s[i]);
   if (bytes.empty()) return Tensor::from_vector(std::vector<std::int32_t>{}, Shape{0});
   return Tensor::from_vector(bytes);
 }
-inline std::string tensor_string(const Tensor& t, const std::string& what) {
+PSFLOW_DECL std::string tensor_string(const Tensor& t, const std::string& what) {
   if (t.dtype() != DType::int32 || t.rank() != 1)
     throw InvalidArgument(what + ": expected a 1-D int32 tensor of bytes, got " + t.summary());
   std::string out(t.size(), '\0');
@@ -136,12 +145,12 @@ inline std::string tensor_string(const Tensor& t, const std::string& what) {
 }
 
 // Fields as "<length>:<bytes>" one after the other: any bytes may appear in a field.
-inline void put_field(std::string& out, std::string_view field) {
+PSFLOW_DECL void put_field(std::string& out, std::string_view field) {
   out += std::to_string(field.size());
   out += ':';
   out += field;
 }
-inline void put_field(std::string& out, std::uint64_t number) {
+PSFLOW_DECL void put_field(std::string& out, std::uint64_t number) {
   put_field(out, std::to_string(number));
 }
 
@@ -185,7 +194,7 @@ class FieldReader {
   std::size_t pos_ = 0;
 };
 
-inline void put_entry(std::string& out, const ShardedIndexEntry& e) {
+PSFLOW_DECL void put_entry(std::string& out, const ShardedIndexEntry& e) {
   put_field(out, e.key);
   put_field(out, checkpoint_dtype_code(e.dtype));
   put_field(out, e.shape.size());
@@ -225,14 +234,14 @@ ShardedIndexEntry read_entry(FieldReader<E>& in) {
 }
 
 // The variables one shard op handles, as its "entries" attr.
-inline std::string encode_entries(const std::vector<ShardedIndexEntry>& entries) {
+PSFLOW_DECL std::string encode_entries(const std::vector<ShardedIndexEntry>& entries) {
   std::string out;
   put_field(out, entries.size());
   for (const auto& e : entries) put_entry(out, e);
   return out;
 }
-inline std::vector<ShardedIndexEntry> decode_entries(std::string_view text,
-                                                     const std::string& node) {
+PSFLOW_DECL std::vector<ShardedIndexEntry> decode_entries(std::string_view text,
+                                                          const std::string& node) {
   FieldReader<InvalidArgument> in(text, "attr 'entries' of '" + node + "'");
   std::vector<ShardedIndexEntry> out(static_cast<std::size_t>(in.number("the count", 1u << 24)));
   for (auto& e : out) e = read_entry(in);
@@ -241,17 +250,17 @@ inline std::vector<ShardedIndexEntry> decode_entries(std::string_view text,
 }
 
 // The block a variable fills in the tensor saved under its key.
-inline std::vector<std::size_t> entry_block_offset(const ShardedIndexEntry& e) {
+PSFLOW_DECL std::vector<std::size_t> entry_block_offset(const ShardedIndexEntry& e) {
   return e.slice ? e.slice->offset : std::vector<std::size_t>(e.shape.size(), 0);
 }
-inline Shape entry_full_shape(const ShardedIndexEntry& e) {
+PSFLOW_DECL Shape entry_full_shape(const ShardedIndexEntry& e) {
   return e.slice ? e.slice->full_shape : e.shape;
 }
 
 // The directory a shard op reads and writes on this task: its own checkpoint_dir, else the
 // directory of the checkpoint path it was given.
-inline std::filesystem::path shard_directory(const Device& device,
-                                             const std::string& checkpoint_path) {
+PSFLOW_DECL std::filesystem::path shard_directory(const Device& device,
+                                                  const std::string& checkpoint_path) {
   if (!device.checkpoint_dir().empty()) return device.checkpoint_dir();
   return parent_directory(checkpoint_path);
 }
@@ -263,7 +272,7 @@ struct StagedShardRestore {
   std::vector<Tensor> blocks;
 };
 
-inline std::vector<OutputSpec> shard_op_outputs(const InferenceContext&) {
+PSFLOW_DECL std::vector<OutputSpec> shard_op_outputs(const InferenceContext&) {
   return {OutputSpec{DType::int64, PartialShape::scalar()}};
 }
 
@@ -449,9 +458,9 @@ PSFLOW_REGISTERED_AT_STARTUP const bool sharded_checkpoint_kernels_registered = 
 }();
 
 // Builds one shard op: `request` then the variables' references, colocated with them.
-inline Output shard_op(const char* type, Output request, const std::vector<Output>& refs,
-                       const std::vector<ShardedIndexEntry>& entries, std::size_t shard,
-                       std::size_t num_shards, const std::string& stage) {
+PSFLOW_DECL Output shard_op(const char* type, Output request, const std::vector<Output>& refs,
+                            const std::vector<ShardedIndexEntry>& entries, std::size_t shard,
+                            std::size_t num_shards, const std::string& stage) {
   std::vector<Output> inputs{request};
   inputs.insert(inputs.end(), refs.begin(), refs.end());
   auto colocated = refs.front().graph().colocate_with(refs.front().op());
@@ -469,7 +478,7 @@ inline Output shard_op(const char* type, Output request, const std::vector<Outpu
 // ---------------------------------------------------------------------------------------------
 // Definitions
 
-inline void write_sharded_index(const std::string& path, const ShardedIndex& index) {
+PSFLOW_DECL void write_sharded_index(const std::string& path, const ShardedIndex& index) {
   std::string text;
   detail::put_field(text, detail::kShardedIndexMagic);
   detail::put_field(text, index.shards.size());
@@ -482,7 +491,7 @@ inline void write_sharded_index(const std::string& path, const ShardedIndex& ind
   write_checkpoint(path, {{detail::kShardedIndexRecord, detail::string_tensor(text)}});
 }
 
-inline ShardedIndex read_sharded_index(const std::string& path) {
+PSFLOW_DECL ShardedIndex read_sharded_index(const std::string& path) {
   const CheckpointTensors tensors = read_checkpoint(path);
   if (tensors.size() != 1 || tensors[0].first != detail::kShardedIndexRecord)
     throw DataLoss("'" + path + "' is not the index of a sharded checkpoint (no single '" +
@@ -508,5 +517,7 @@ inline ShardedIndex read_sharded_index(const std::string& path) {
   if (!in.done()) in.fail("trailing bytes");
   return index;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

@@ -8,35 +8,37 @@
 // asked through IsVariableInitialized ops so it works the same in process and across tasks.
 #pragma once
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <filesystem>
-#include <iostream>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "psflow/core/compilation.hpp"
-#include "psflow/core/log.hpp"
-#include "psflow/graph/state_ops.hpp"
 #include "psflow/graph/variable.hpp"
-#if PSFLOW_COMPILES_IMPLEMENTATION  // the kernels these graphs run (registered at start-up)
-#include "psflow/runtime/kernels/state_kernels.hpp"
-#endif
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/saver.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <system_error>
+
+#include "psflow/core/log.hpp"
+#include "psflow/graph/state_ops.hpp"
+#include "psflow/runtime/kernels/state_kernels.hpp"  // the kernels these graphs run
+#endif
 
 namespace psflow::train {
 
@@ -127,26 +129,28 @@ class Supervisor {
   bool stopped_ = false;
 };
 
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 // ---------------------------------------------------------------------------------------------
 
 namespace detail {
 
 // Seconds as a steady_clock duration, clamped so that huge values cannot overflow.
-inline std::chrono::steady_clock::duration seconds_to_duration(double secs) {
+PSFLOW_DECL std::chrono::steady_clock::duration seconds_to_duration(double secs) {
   secs = std::clamp(secs, 0.0, 1e9);
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(secs));
 }
 
 // "a, b, c and 7 more": variable lists in logs and errors stay one readable line.
-inline std::string name_list(const std::vector<std::string>& names, std::size_t shown = 10) {
+PSFLOW_DECL std::string name_list(const std::vector<std::string>& names, std::size_t shown = 10) {
   std::string out;
   for (std::size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + names[i];
   if (names.size() > shown) out += " and " + std::to_string(names.size() - shown) + " more";
   return out;
 }
 
-inline std::string seconds_string(double secs) {
+PSFLOW_DECL std::string seconds_string(double secs) {
   std::ostringstream out;
   out << std::round(secs * 100) / 100 << " s";  // "0.2 s", "12.34 s", "60 s"
   return out.str();
@@ -157,7 +161,7 @@ inline std::string seconds_string(double secs) {
 // ---------------------------------------------------------------------------------------------
 // Definitions
 
-inline ReadinessCheck::ReadinessCheck(const std::vector<Variable>& variables) {
+PSFLOW_DECL ReadinessCheck::ReadinessCheck(const std::vector<Variable>& variables) {
   if (variables.empty()) return;
   Graph& graph = variables.front().graph();
   auto scope = graph.name_scope("report_uninitialized_variables");
@@ -167,7 +171,7 @@ inline ReadinessCheck::ReadinessCheck(const std::vector<Variable>& variables) {
   }
 }
 
-inline std::vector<std::string> ReadinessCheck::uninitialized(Session& sess) const {
+PSFLOW_DECL std::vector<std::string> ReadinessCheck::uninitialized(Session& sess) const {
   std::vector<std::string> missing;
   if (checks_.empty()) return missing;
   const std::vector<Tensor> ready = sess.run(checks_);
@@ -176,7 +180,7 @@ inline std::vector<std::string> ReadinessCheck::uninitialized(Session& sess) con
   return missing;
 }
 
-inline Supervisor::Supervisor(Graph& graph, SupervisorOptions options)
+PSFLOW_DECL Supervisor::Supervisor(Graph& graph, SupervisorOptions options)
     : graph_(graph), options_(std::move(options)) {
   init_op_ = options_.init_op ? options_.init_op : global_variables_initializer(graph_);
   if (&init_op_.graph() != &graph_)
@@ -192,7 +196,7 @@ inline Supervisor::Supervisor(Graph& graph, SupervisorOptions options)
   readiness_ = ReadinessCheck(global_variables(graph_));
 }
 
-inline Supervisor::~Supervisor() {
+PSFLOW_DECL Supervisor::~Supervisor() {
   try {
     stop();
   } catch (const std::exception& e) {
@@ -200,7 +204,7 @@ inline Supervisor::~Supervisor() {
   }
 }
 
-inline Session& Supervisor::managed_session(std::string_view target) {
+PSFLOW_DECL Session& Supervisor::managed_session(std::string_view target) {
   {
     std::lock_guard lock(mutex_);
     if (stopped_)
@@ -225,7 +229,7 @@ inline Session& Supervisor::managed_session(std::string_view target) {
   return *session_;
 }
 
-inline std::unique_ptr<Session> Supervisor::prepare_chief(std::string_view target) {
+PSFLOW_DECL std::unique_ptr<Session> Supervisor::prepare_chief(std::string_view target) {
   auto sess = std::make_unique<Session>(graph_, target);
   std::optional<std::string> checkpoint;
   if (saver_) {
@@ -253,7 +257,7 @@ inline std::unique_ptr<Session> Supervisor::prepare_chief(std::string_view targe
   return sess;
 }
 
-inline std::unique_ptr<Session> Supervisor::wait_until_ready(std::string_view target) {
+PSFLOW_DECL std::unique_ptr<Session> Supervisor::wait_until_ready(std::string_view target) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const auto deadline = start + detail::seconds_to_duration(options_.ready_deadline_secs);
@@ -302,14 +306,14 @@ inline std::unique_ptr<Session> Supervisor::wait_until_ready(std::string_view ta
   }
 }
 
-inline std::int64_t Supervisor::global_step_value(Session& sess) const {
+PSFLOW_DECL std::int64_t Supervisor::global_step_value(Session& sess) const {
   if (!global_step_) return 0;
   const Tensor step = sess.run({global_step_->value()})[0];
   return step.dtype() == DType::int64 ? step.scalar<std::int64_t>()
                                       : static_cast<std::int64_t>(step.scalar<std::int32_t>());
 }
 
-inline std::string Supervisor::save_checkpoint() {
+PSFLOW_DECL std::string Supervisor::save_checkpoint() {
   if (!options_.is_chief || !saver_)
     throw FailedPrecondition("Supervisor::save_checkpoint: only a chief with a logdir saves");
   if (!session_)
@@ -321,7 +325,7 @@ inline std::string Supervisor::save_checkpoint() {
   return path;
 }
 
-inline void Supervisor::saver_loop() {
+PSFLOW_DECL void Supervisor::saver_loop() {
   const auto interval = detail::seconds_to_duration(options_.save_model_secs);
   auto next = std::chrono::steady_clock::now() + interval;
   std::unique_lock lock(mutex_);
@@ -339,7 +343,7 @@ inline void Supervisor::saver_loop() {
   }
 }
 
-inline void Supervisor::request_stop() {
+PSFLOW_DECL void Supervisor::request_stop() {
   {
     std::lock_guard lock(mutex_);
     stop_requested_ = true;
@@ -347,7 +351,7 @@ inline void Supervisor::request_stop() {
   wake_.notify_all();
 }
 
-inline void Supervisor::stop() {
+PSFLOW_DECL void Supervisor::stop() {
   {
     std::lock_guard lock(mutex_);
     if (stopped_) return;
@@ -366,5 +370,7 @@ inline void Supervisor::stop() {
   if (session_) session_->close();
   if (error) std::rethrow_exception(error);
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

@@ -28,18 +28,22 @@
 // current step, and they compute a fresh gradient.
 #pragma once
 
-#include <atomic>
-#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "psflow/core/log.hpp"
 #include "psflow/graph/sync_ops.hpp"
 #include "psflow/train/hooks.hpp"
 #include "psflow/train/optimizer.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "psflow/core/log.hpp"
+#endif
 
 namespace psflow::train {
 
@@ -49,121 +53,24 @@ struct SyncReplicasOptions {
 
 class SyncReplicasOptimizer {
  public:
-  SyncReplicasOptimizer(Optimizer& optimizer, int replicas_to_aggregate, int total_num_replicas = 0,
-                        SyncReplicasOptions options = {})
-      : optimizer_(optimizer),
-        replicas_to_aggregate_(replicas_to_aggregate),
-        total_num_replicas_(total_num_replicas > 0 ? total_num_replicas : replicas_to_aggregate),
-        options_(options) {
-    if (replicas_to_aggregate_ < 1)
-      throw InvalidArgument("SyncReplicasOptimizer: replicas_to_aggregate must be >= 1");
-  }
-
-  GradsAndVars compute_gradients(Output loss, const std::vector<Variable>& var_list = {}) {
-    return optimizer_.compute_gradients(loss, var_list);
-  }
-
-  Operation minimize(Output loss, Variable global_step) {
-    return apply_gradients(compute_gradients(loss), global_step);
-  }
+  PSFLOW_DECL SyncReplicasOptimizer(Optimizer& optimizer, int replicas_to_aggregate,
+                                    int total_num_replicas = 0, SyncReplicasOptions options = {});
+  PSFLOW_DECL GradsAndVars compute_gradients(Output loss,
+                                             const std::vector<Variable>& var_list = {});
+  PSFLOW_DECL Operation minimize(Output loss, Variable global_step);
 
   // Builds the replica's train op (push gradients, wait for a token) and the chief's ops.
   // Call once per graph.
-  Operation apply_gradients(const GradsAndVars& grads_and_vars, Variable global_step) {
-    if (!global_step.valid()) throw InvalidArgument("SyncReplicasOptimizer needs the global step");
-    if (built_)
-      throw FailedPrecondition("SyncReplicasOptimizer::apply_gradients may be called once");
-    built_ = true;
-    Graph& g = global_step.graph();
-    auto scope = g.name_scope("sync_replicas");
-
-    // The local step lives on this replica's own device: anchor it to a NoOp placed there.
-    Operation anchor = ops::no_op(g, "local_anchor");
-    {
-      auto colocated = g.colocate_with(anchor);
-      local_step_ = ops::variable(g, {}, DType::int64, "sync_rep_local_step");
-      local_init_ =
-          ops::assign(local_step_, ops::identity(global_step.value()), true, "local_step_init")
-              .op();
-      local_step_value_ =
-          ops::identity(local_step_, "local_step_value");  // read here, sent as a value
-    }
-
-    std::vector<Operation> pushes;
-    GradsAndVars aggregated;
-    std::vector<Operation> chief_init;
-    for (const auto& [grad, var] : grads_and_vars) {
-      if (!grad.valid()) continue;
-      auto colocated = g.colocate_with(var.op());
-      const auto slices = as_indexed_slices(grad);
-      ops::AccumulatorSpec acc{var.name() + "/grad_accum", var.dtype(),
-                               PartialShape::of_shape(var.shape()), slices.has_value()};
-      accumulators_.push_back(acc);
-      if (slices) {  // only the rows travel and are summed (TF's SparseConditionalAccumulator)
-        pushes.push_back(ops::sparse_accumulator_apply_gradient(acc, slices->indices,
-                                                                slices->values, local_step_value_)
-                             .op());
-        aggregated.emplace_back(
-            ops::sparse_accumulator_take_gradient(g, acc, replicas_to_aggregate_), var);
-      } else {
-        pushes.push_back(ops::accumulator_apply_gradient(acc, grad, local_step_value_).op());
-        aggregated.emplace_back(ops::accumulator_take_gradient(g, acc, replicas_to_aggregate_),
-                                var);
-      }
-      chief_init.push_back(ops::accumulator_set_closed(g, acc, false));
-      chief_init.push_back(ops::accumulator_set_global_step(acc, global_step.value()));
-      num_dropped_ = num_dropped_.valid() ? num_dropped_ + ops::accumulator_num_dropped(g, acc)
-                                          : ops::accumulator_num_dropped(g, acc);
-    }
-    if (pushes.empty()) throw InvalidArgument("SyncReplicasOptimizer: no variable has a gradient");
-
-    Operation update = optimizer_.apply_gradients(aggregated, global_step);
-    {
-      auto colocated = g.colocate_with(global_step.op());
-      Output token;
-      {
-        auto after_push = g.control_dependencies(pushes);
-        token =
-            ops::token_queue_dequeue(g, kQueue, options_.token_timeout_ms, "sync_token_dequeue");
-      }
-      {
-        auto after_update = g.control_dependencies({update});
-        // Read through the reference: "global_step/read" may have run before the update.
-        Output step_now = ops::identity(global_step.ref(), "global_step_after_update");
-        sync_op_ = ops::token_queue_enqueue_many(tokens_of(g, step_now, tokens_per_step()), kQueue,
-                                                 "sync_op");
-      }
-      chief_init.push_back(ops::token_queue_set_closed(g, kQueue, false));
-      chief_init_ = ops::group(chief_init, "chief_init");
-      const int initial = std::max(0, replicas_to_aggregate_ - total_num_replicas_);
-      init_tokens_ = initial > 0 ? ops::token_queue_enqueue_many(
-                                       tokens_of(g, ops::identity(global_step.value()), initial),
-                                       kQueue, "init_tokens")
-                                 : ops::no_op(g, "init_tokens");
-      std::vector<Operation> closing;
-      for (const auto& acc : accumulators_)
-        closing.push_back(ops::accumulator_set_closed(g, acc, true));
-      closing.push_back(ops::token_queue_set_closed(g, kQueue, true));
-      close_ = ops::group(closing, "close");
-      queue_size_ = ops::token_queue_size(g, kQueue);
-      global_step_value_ = ops::identity(global_step.value(), "global_step_at_init");
-      release_waiters_ =
-          ops::token_queue_release_waiters(global_step_value_, kQueue, "release_waiters");
-      train_op_ = ops::assign(local_step_, token, true, "update_local_step").op();
-    }
-    return train_op_;
-  }
+  PSFLOW_DECL Operation apply_gradients(const GradsAndVars& grads_and_vars, Variable global_step);
 
   // The hook that makes it work: every replica initializes its local step; the chief also opens
   // the accumulators and the token queue, puts in the initial tokens and runs the aggregation
   // loop in a background thread, and at the end closes everything, releasing waiting replicas.
-  std::shared_ptr<SessionRunHook> make_session_run_hook(bool is_chief);
+  PSFLOW_DECL std::shared_ptr<SessionRunHook> make_session_run_hook(bool is_chief);
 
   int replicas_to_aggregate() const noexcept { return replicas_to_aggregate_; }
   int total_num_replicas() const noexcept { return total_num_replicas_; }
-  int tokens_per_step() const noexcept {
-    return std::max(total_num_replicas_, replicas_to_aggregate_);
-  }
+  PSFLOW_DECL int tokens_per_step() const noexcept;
   // Stale gradients dropped so far, summed over the accumulators.
   Output num_dropped() const { return num_dropped_; }
   Output token_queue_size() const { return queue_size_; }
@@ -178,10 +85,7 @@ class SyncReplicasOptimizer {
 
  private:
   static constexpr const char* kQueue = "sync_token_q";
-
-  static Output tokens_of(Graph& g, Output step, int count) {
-    return ops::zeros(g, DType::int64, {static_cast<std::size_t>(count)}) + step;
-  }
+  PSFLOW_DECL static Output tokens_of(Graph& g, Output step, int count);
 
   Optimizer& optimizer_;
   int replicas_to_aggregate_;
@@ -194,6 +98,8 @@ class SyncReplicasOptimizer {
   Operation train_op_, sync_op_, chief_init_, init_tokens_, local_init_, close_;
 };
 
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
 class SyncReplicasHook : public SessionRunHook {
@@ -279,8 +185,118 @@ class SyncReplicasHook : public SessionRunHook {
 
 }  // namespace detail
 
-inline std::shared_ptr<SessionRunHook> SyncReplicasOptimizer::make_session_run_hook(bool is_chief) {
+std::shared_ptr<SessionRunHook> SyncReplicasOptimizer::make_session_run_hook(bool is_chief) {
   return std::make_shared<detail::SyncReplicasHook>(*this, is_chief);
 }
+
+SyncReplicasOptimizer::SyncReplicasOptimizer(Optimizer& optimizer, int replicas_to_aggregate,
+                                             int total_num_replicas, SyncReplicasOptions options)
+    : optimizer_(optimizer),
+      replicas_to_aggregate_(replicas_to_aggregate),
+      total_num_replicas_(total_num_replicas > 0 ? total_num_replicas : replicas_to_aggregate),
+      options_(options) {
+  if (replicas_to_aggregate_ < 1)
+    throw InvalidArgument("SyncReplicasOptimizer: replicas_to_aggregate must be >= 1");
+}
+
+GradsAndVars SyncReplicasOptimizer::compute_gradients(Output loss,
+                                                      const std::vector<Variable>& var_list) {
+  return optimizer_.compute_gradients(loss, var_list);
+}
+
+Operation SyncReplicasOptimizer::minimize(Output loss, Variable global_step) {
+  return apply_gradients(compute_gradients(loss), global_step);
+}
+
+Operation SyncReplicasOptimizer::apply_gradients(const GradsAndVars& grads_and_vars,
+                                                 Variable global_step) {
+  if (!global_step.valid()) throw InvalidArgument("SyncReplicasOptimizer needs the global step");
+  if (built_) throw FailedPrecondition("SyncReplicasOptimizer::apply_gradients may be called once");
+  built_ = true;
+  Graph& g = global_step.graph();
+  auto scope = g.name_scope("sync_replicas");
+
+  // The local step lives on this replica's own device: anchor it to a NoOp placed there.
+  Operation anchor = ops::no_op(g, "local_anchor");
+  {
+    auto colocated = g.colocate_with(anchor);
+    local_step_ = ops::variable(g, {}, DType::int64, "sync_rep_local_step");
+    local_init_ =
+        ops::assign(local_step_, ops::identity(global_step.value()), true, "local_step_init").op();
+    local_step_value_ =
+        ops::identity(local_step_, "local_step_value");  // read here, sent as a value
+  }
+
+  std::vector<Operation> pushes;
+  GradsAndVars aggregated;
+  std::vector<Operation> chief_init;
+  for (const auto& [grad, var] : grads_and_vars) {
+    if (!grad.valid()) continue;
+    auto colocated = g.colocate_with(var.op());
+    const auto slices = as_indexed_slices(grad);
+    ops::AccumulatorSpec acc{var.name() + "/grad_accum", var.dtype(),
+                             PartialShape::of_shape(var.shape()), slices.has_value()};
+    accumulators_.push_back(acc);
+    if (slices) {  // only the rows travel and are summed (TF's SparseConditionalAccumulator)
+      pushes.push_back(ops::sparse_accumulator_apply_gradient(acc, slices->indices, slices->values,
+                                                              local_step_value_)
+                           .op());
+      aggregated.emplace_back(ops::sparse_accumulator_take_gradient(g, acc, replicas_to_aggregate_),
+                              var);
+    } else {
+      pushes.push_back(ops::accumulator_apply_gradient(acc, grad, local_step_value_).op());
+      aggregated.emplace_back(ops::accumulator_take_gradient(g, acc, replicas_to_aggregate_), var);
+    }
+    chief_init.push_back(ops::accumulator_set_closed(g, acc, false));
+    chief_init.push_back(ops::accumulator_set_global_step(acc, global_step.value()));
+    num_dropped_ = num_dropped_.valid() ? num_dropped_ + ops::accumulator_num_dropped(g, acc)
+                                        : ops::accumulator_num_dropped(g, acc);
+  }
+  if (pushes.empty()) throw InvalidArgument("SyncReplicasOptimizer: no variable has a gradient");
+
+  Operation update = optimizer_.apply_gradients(aggregated, global_step);
+  {
+    auto colocated = g.colocate_with(global_step.op());
+    Output token;
+    {
+      auto after_push = g.control_dependencies(pushes);
+      token = ops::token_queue_dequeue(g, kQueue, options_.token_timeout_ms, "sync_token_dequeue");
+    }
+    {
+      auto after_update = g.control_dependencies({update});
+      // Read through the reference: "global_step/read" may have run before the update.
+      Output step_now = ops::identity(global_step.ref(), "global_step_after_update");
+      sync_op_ = ops::token_queue_enqueue_many(tokens_of(g, step_now, tokens_per_step()), kQueue,
+                                               "sync_op");
+    }
+    chief_init.push_back(ops::token_queue_set_closed(g, kQueue, false));
+    chief_init_ = ops::group(chief_init, "chief_init");
+    const int initial = std::max(0, replicas_to_aggregate_ - total_num_replicas_);
+    init_tokens_ = initial > 0 ? ops::token_queue_enqueue_many(
+                                     tokens_of(g, ops::identity(global_step.value()), initial),
+                                     kQueue, "init_tokens")
+                               : ops::no_op(g, "init_tokens");
+    std::vector<Operation> closing;
+    for (const auto& acc : accumulators_)
+      closing.push_back(ops::accumulator_set_closed(g, acc, true));
+    closing.push_back(ops::token_queue_set_closed(g, kQueue, true));
+    close_ = ops::group(closing, "close");
+    queue_size_ = ops::token_queue_size(g, kQueue);
+    global_step_value_ = ops::identity(global_step.value(), "global_step_at_init");
+    release_waiters_ =
+        ops::token_queue_release_waiters(global_step_value_, kQueue, "release_waiters");
+    train_op_ = ops::assign(local_step_, token, true, "update_local_step").op();
+  }
+  return train_op_;
+}
+
+int SyncReplicasOptimizer::tokens_per_step() const noexcept {
+  return std::max(total_num_replicas_, replicas_to_aggregate_);
+}
+
+Output SyncReplicasOptimizer::tokens_of(Graph& g, Output step, int count) {
+  return ops::zeros(g, DType::int64, {static_cast<std::size_t>(count)}) + step;
+}
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train
