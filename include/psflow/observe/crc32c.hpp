@@ -6,14 +6,19 @@
 // (no SSE4.2 instruction). Pure functions, thread-safe.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string_view>
+
+#include "psflow/core/compilation.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <array>
+#endif
 
 namespace psflow::observe {
 
 // CRC-32C of `data`, continuing from `crc` (the CRC-32C of what came before; 0 to start).
-inline std::uint32_t crc32c_extend(std::uint32_t crc, std::string_view data);
+std::uint32_t crc32c_extend(std::uint32_t crc, std::string_view data);
 // CRC-32C of `data`: crc32c("123456789") == 0xE3069283.
 inline std::uint32_t crc32c(std::string_view data) { return crc32c_extend(0, data); }
 // TF's mask: rotate right by 15 bits and add a constant.
@@ -28,9 +33,8 @@ constexpr std::uint32_t unmask_crc32c(std::uint32_t masked) {
 // What a TFRecord stores: the masked CRC-32C of `data`.
 inline std::uint32_t masked_crc32c(std::string_view data) { return mask_crc32c(crc32c(data)); }
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
-
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
 // The reflected Castagnoli polynomial 0x1EDC6F41.
@@ -47,10 +51,12 @@ inline constexpr std::array<std::uint32_t, 256> kCrc32cTable = make_crc32c_table
 
 }  // namespace detail
 
-inline std::uint32_t crc32c_extend(std::uint32_t crc, std::string_view data) {
+PSFLOW_DECL std::uint32_t crc32c_extend(std::uint32_t crc, std::string_view data) {
   std::uint32_t c = ~crc;
   for (unsigned char byte : data) c = detail::kCrc32cTable[(c ^ byte) & 0xFF] ^ (c >> 8);
   return ~c;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::observe

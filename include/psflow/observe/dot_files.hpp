@@ -8,20 +8,24 @@
 // .dot file is always written (or an error thrown).
 #pragma once
 
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "psflow/core/compilation.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
-#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -29,6 +33,7 @@
 #include "psflow/core/error.hpp"
 
 extern char** environ;
+#endif
 
 namespace psflow::observe {
 
@@ -45,22 +50,22 @@ struct DotFiles {
 // Writes `dot_text` to <dir>/<name>.dot (creating `dir`), then renders <dir>/<name>.svg with
 // Graphviz when `dot` is on PATH. Throws InvalidArgument for an empty name or one with a '/',
 // FailedPrecondition when the .dot cannot be written.
-inline DotFiles write_dot_files(const std::string& dot_text, const std::string& dir,
-                                const std::string& name,
-                                std::chrono::milliseconds timeout = std::chrono::seconds(60));
+DotFiles write_dot_files(const std::string& dot_text, const std::string& dir,
+                         const std::string& name,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 // The full path of `program` found in $PATH, or nullopt.
-inline std::optional<std::string> find_on_path(const std::string& program);
+std::optional<std::string> find_on_path(const std::string& program);
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 
-inline std::string DotFiles::summary() const {
+PSFLOW_DECL std::string DotFiles::summary() const {
   if (!svg_path.empty()) return "wrote " + dot_path + " and " + svg_path;
   return "wrote " + dot_path + " (no .svg: " + svg_problem + ")";
 }
 
-inline std::optional<std::string> find_on_path(const std::string& program) {
+PSFLOW_DECL std::optional<std::string> find_on_path(const std::string& program) {
   const char* path = std::getenv("PATH");
   std::string_view rest = path ? path : "";
   while (!rest.empty()) {
@@ -80,8 +85,8 @@ namespace detail {
 
 // Runs argv (argv[0] a full path) with stdin from /dev/null and stdout+stderr into `messages`
 // (the first 4 KiB); "" when it exited 0, else what went wrong. Kills it after `timeout`.
-inline std::string run_program(const std::vector<std::string>& argv,
-                               std::chrono::milliseconds timeout) {
+PSFLOW_DECL std::string run_program(const std::vector<std::string>& argv,
+                                    std::chrono::milliseconds timeout) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
     return std::string("cannot make a pipe: ") + std::strerror(errno);
@@ -147,8 +152,8 @@ inline std::string run_program(const std::vector<std::string>& argv,
 
 }  // namespace detail
 
-inline DotFiles write_dot_files(const std::string& dot_text, const std::string& dir,
-                                const std::string& name, std::chrono::milliseconds timeout) {
+PSFLOW_DECL DotFiles write_dot_files(const std::string& dot_text, const std::string& dir,
+                                     const std::string& name, std::chrono::milliseconds timeout) {
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
     throw InvalidArgument("picture name '" + name +
                           "' must be a plain file name without '/', e.g. \"trainer_graph\"");
@@ -186,5 +191,7 @@ inline DotFiles write_dot_files(const std::string& dot_text, const std::string& 
   }
   return files;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::observe

@@ -20,28 +20,33 @@
 // StepCounterHook write into one file).
 #pragma once
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <utility>
 
-#include "psflow/core/error.hpp"
-#include "psflow/core/log.hpp"
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/graph.hpp"
 #include "psflow/observe/graph_def_proto.hpp"
 #include "psflow/observe/proto_writer.hpp"
 #include "psflow/observe/summary.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "psflow/core/error.hpp"
+#include "psflow/core/log.hpp"
 #include "psflow/observe/tfrecord.hpp"
+#endif
 
 namespace psflow::summary {
 
@@ -56,10 +61,7 @@ class FileWriter {
   explicit FileWriter(const std::string& logdir, const std::string& filename_suffix = "");
   // TF1's FileWriter(logdir, graph): also writes `graph` (see add_graph).
   FileWriter(const std::string& logdir, const Graph& graph,
-             const observe::DevicePlacement& placement = {})
-      : FileWriter(logdir) {
-    add_graph(graph, placement);
-  }
+             const observe::DevicePlacement& placement = {});
   FileWriter(const FileWriter&) = delete;
   FileWriter& operator=(const FileWriter&) = delete;
   // Closes the file; a failure there is logged to standard error, not thrown.
@@ -98,33 +100,26 @@ class FileWriterCache {
   static std::shared_ptr<FileWriter> get(const std::string& logdir);
 
  private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::map<std::string, std::weak_ptr<FileWriter>>& writers() {
-    static std::map<std::string, std::weak_ptr<FileWriter>> w;
-    return w;
-  }
+  static std::mutex& mutex();
+  static std::map<std::string, std::weak_ptr<FileWriter>>& writers();
 };
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
-
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
-inline double wall_time_now() {
+PSFLOW_DECL double wall_time_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-inline std::string host_name() {
+PSFLOW_DECL std::string host_name() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
   return name;
 }
 
-inline std::string event_file_name(std::int64_t unix_seconds, const std::string& host,
-                                   const std::string& suffix) {
+PSFLOW_DECL std::string event_file_name(std::int64_t unix_seconds, const std::string& host,
+                                        const std::string& suffix) {
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%010lld", static_cast<long long>(unix_seconds));
   return std::string("events.out.tfevents.") + seconds + "." + host + suffix;
@@ -132,7 +127,7 @@ inline std::string event_file_name(std::int64_t unix_seconds, const std::string&
 
 }  // namespace detail
 
-inline FileWriter::FileWriter(const std::string& logdir, const std::string& filename_suffix)
+PSFLOW_DECL FileWriter::FileWriter(const std::string& logdir, const std::string& filename_suffix)
     : logdir_(logdir) {
   if (logdir_.empty())
     throw InvalidArgument("summary::FileWriter: empty logdir; name the directory to write to");
@@ -158,7 +153,13 @@ inline FileWriter::FileWriter(const std::string& logdir, const std::string& file
   flush();
 }
 
-inline FileWriter::~FileWriter() {
+PSFLOW_DECL FileWriter::FileWriter(const std::string& logdir, const Graph& graph,
+                                   const observe::DevicePlacement& placement)
+    : FileWriter(logdir) {
+  add_graph(graph, placement);
+}
+
+PSFLOW_DECL FileWriter::~FileWriter() {
   try {
     close();
   } catch (const std::exception& e) {
@@ -166,14 +167,14 @@ inline FileWriter::~FileWriter() {
   }
 }
 
-inline void FileWriter::fail(const std::string& doing, int err) const {
+PSFLOW_DECL void FileWriter::fail(const std::string& doing, int err) const {
   const std::string message = "summary::FileWriter: cannot " + doing + " the event file '" + path_ +
                               "': " + std::strerror(err);
   if (err == ENOENT || err == ENOTDIR) throw NotFound(message);
   throw FailedPrecondition(message + " (check the directory's permissions and free space)");
 }
 
-inline void FileWriter::write_event(std::int64_t step, const observe::ProtoWriter& what) {
+PSFLOW_DECL void FileWriter::write_event(std::int64_t step, const observe::ProtoWriter& what) {
   observe::ProtoWriter event;
   event.float64(1, detail::wall_time_now()).int64(2, step);
   const std::string record = observe::frame_tfrecord(event.str() + what.str());
@@ -184,20 +185,21 @@ inline void FileWriter::write_event(std::int64_t step, const observe::ProtoWrite
   if (std::fwrite(record.data(), 1, record.size(), file_) != record.size()) fail("write", errno);
 }
 
-inline void FileWriter::add_summary(const Summary& summary, std::int64_t global_step) {
+PSFLOW_DECL void FileWriter::add_summary(const Summary& summary, std::int64_t global_step) {
   write_event(global_step, observe::ProtoWriter().bytes(5, summary.serialize()));
 }
 
-inline void FileWriter::add_graph(const Graph& graph, const observe::DevicePlacement& placement) {
+PSFLOW_DECL void FileWriter::add_graph(const Graph& graph,
+                                       const observe::DevicePlacement& placement) {
   write_event(0, observe::ProtoWriter().bytes(4, observe::serialize_graph_def(graph, placement)));
 }
 
-inline void FileWriter::flush() {
+PSFLOW_DECL void FileWriter::flush() {
   std::lock_guard lock(mutex_);
   if (file_ && std::fflush(file_) != 0) fail("flush", errno);
 }
 
-inline void FileWriter::close() {
+PSFLOW_DECL void FileWriter::close() {
   std::lock_guard lock(mutex_);
   if (!file_) return;
   std::FILE* file = std::exchange(file_, nullptr);
@@ -207,7 +209,7 @@ inline void FileWriter::close() {
   if (!flushed || !closed) fail("close", flushed ? errno : err);
 }
 
-inline std::shared_ptr<FileWriter> FileWriterCache::get(const std::string& logdir) {
+PSFLOW_DECL std::shared_ptr<FileWriter> FileWriterCache::get(const std::string& logdir) {
   std::string key = std::filesystem::path(logdir).lexically_normal().string();
   while (key.size() > 1 && key.back() == '/') key.pop_back();
   std::lock_guard lock(mutex());
@@ -216,5 +218,16 @@ inline std::shared_ptr<FileWriter> FileWriterCache::get(const std::string& logdi
   writers()[key] = writer;
   return writer;
 }
+
+PSFLOW_DECL std::mutex& FileWriterCache::mutex() {
+  static std::mutex m;
+  return m;
+}
+PSFLOW_DECL std::map<std::string, std::weak_ptr<FileWriter>>& FileWriterCache::writers() {
+  static std::map<std::string, std::weak_ptr<FileWriter>> w;
+  return w;
+}
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::summary

@@ -6,21 +6,33 @@
 // bytes per row (see plan_labels.hpp).
 #pragma once
 
-#include <algorithm>
-#include <map>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/observe/plan_labels.hpp"
 #include "psflow/runtime/partition.hpp"
 #include "psflow/runtime/session.hpp"
 
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <map>
+#include <optional>
+#include <sstream>
+#endif
+
 namespace psflow::observe {
 
 // Renders `plan` (from Session::describe) for a reader; `graph` supplies op types.
-inline std::string explain(const Graph& graph, const PartitionPlan& plan) {
+std::string explain(const Graph& graph, const PartitionPlan& plan);
+
+// Explains the run of `fetches` through `session` (a distributed session).
+std::string explain(Session& session, const std::vector<Output>& fetches, const FeedMap& feeds = {},
+                    const std::vector<Operation>& targets = {});
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+PSFLOW_DECL std::string explain(const Graph& graph, const PartitionPlan& plan) {
   const std::string& client_device = plan.client_device;
   std::ostringstream out;
   std::map<std::string, std::vector<std::string>> ops_by_device;
@@ -67,12 +79,13 @@ inline std::string explain(const Graph& graph, const PartitionPlan& plan) {
   return out.str();
 }
 
-// Explains the run of `fetches` through `session` (a distributed session).
-inline std::string explain(Session& session, const std::vector<Output>& fetches,
-                           const FeedMap& feeds = {}, const std::vector<Operation>& targets = {}) {
+PSFLOW_DECL std::string explain(Session& session, const std::vector<Output>& fetches,
+                                const FeedMap& feeds, const std::vector<Operation>& targets) {
   auto plan = session.describe(fetches, feeds, targets);
   if (!plan) return "== explain: an in-process session runs every op in this process ==\n";
   return explain(session.graph(), *plan);
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::observe

@@ -29,15 +29,22 @@
 // Pure function of the graph; call it while no thread adds to the graph.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <functional>
 #include <map>
 #include <string>
+
+#include "psflow/core/compilation.hpp"
+#include "psflow/graph/graph.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <cstring>
 #include <type_traits>
 #include <variant>
 
-#include "psflow/graph/graph.hpp"
 #include "psflow/observe/proto_writer.hpp"
+#endif
 
 namespace psflow::observe {
 
@@ -50,21 +57,20 @@ inline constexpr std::size_t kMaxTensorContentBytes = 1024;
 inline constexpr std::int64_t kGraphDefProducer = 1;
 
 // The protocol-buffer bytes of `graph` as a GraphDef.
-inline std::string serialize_graph_def(const Graph& graph, const DevicePlacement& placement = {});
+std::string serialize_graph_def(const Graph& graph, const DevicePlacement& placement = {});
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
-
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
-inline ProtoWriter tensor_shape_proto(const PartialShape& shape) {
+PSFLOW_DECL ProtoWriter tensor_shape_proto(const PartialShape& shape) {
   ProtoWriter proto;
   if (!shape.known) return proto.boolean(3, true);
   for (std::int64_t d : shape.dims) proto.message(2, ProtoWriter().int64(1, d));
   return proto;
 }
 
-inline ProtoWriter tensor_proto(const Tensor& tensor) {
+PSFLOW_DECL ProtoWriter tensor_proto(const Tensor& tensor) {
   ProtoWriter proto;
   proto.varint(1, static_cast<std::uint64_t>(psflow::tf_data_type(tensor.dtype())));
   proto.message(2, tensor_shape_proto(PartialShape::of_shape(tensor.shape())));
@@ -73,7 +79,7 @@ inline ProtoWriter tensor_proto(const Tensor& tensor) {
   return proto;
 }
 
-inline ProtoWriter attr_value_proto(const AttrValue& value) {
+PSFLOW_DECL ProtoWriter attr_value_proto(const AttrValue& value) {
   ProtoWriter proto;
   std::visit(
       [&](const auto& v) {
@@ -97,13 +103,13 @@ inline ProtoWriter attr_value_proto(const AttrValue& value) {
   return proto;
 }
 
-inline void add_attr(ProtoWriter& node, std::string_view key, const ProtoWriter& value) {
+PSFLOW_DECL void add_attr(ProtoWriter& node, std::string_view key, const ProtoWriter& value) {
   node.message(5, ProtoWriter().bytes(1, key).message(2, value));
 }
 
 }  // namespace detail
 
-inline std::string serialize_graph_def(const Graph& graph, const DevicePlacement& placement) {
+PSFLOW_DECL std::string serialize_graph_def(const Graph& graph, const DevicePlacement& placement) {
   ProtoWriter graph_def;
   for (std::size_t id = 0; id < graph.num_nodes(); ++id) {
     const psflow::detail::Node& node = graph.node(static_cast<int>(id));
@@ -128,5 +134,7 @@ inline std::string serialize_graph_def(const Graph& graph, const DevicePlacement
   graph_def.message(4, ProtoWriter().int64(1, kGraphDefProducer));
   return graph_def.str();
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::observe

@@ -10,6 +10,16 @@
 // (Session::describe, which may talk to the other tasks once, like the first run).
 #pragma once
 
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "psflow/core/compilation.hpp"
+#include "psflow/observe/plan_labels.hpp"
+#include "psflow/runtime/partition.hpp"
+#include "psflow/runtime/session.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -17,17 +27,12 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <string>
-#include <string_view>
 #include <utility>
 #include <variant>
-#include <vector>
 
 #include "psflow/core/device_spec.hpp"
 #include "psflow/graph/subgraph.hpp"
-#include "psflow/observe/plan_labels.hpp"
-#include "psflow/runtime/partition.hpp"
-#include "psflow/runtime/session.hpp"
+#endif
 
 namespace psflow::observe {
 
@@ -41,47 +46,46 @@ enum class OpKind {
 
 // The kind of an op of type `type` named `name`; `input_type` is the type of the op that
 // produces its first input ("" if none), so that a variable's Identity read counts as variable.
-inline OpKind op_kind(std::string_view type, std::string_view name,
-                      std::string_view input_type = {});
+OpKind op_kind(std::string_view type, std::string_view name, std::string_view input_type = {});
 // The fill colour of a kind ("#rrggbb"), and its name in the legend.
-inline std::string_view kind_color(OpKind kind);
-inline std::string_view kind_name(OpKind kind);
+std::string_view kind_color(OpKind kind);
+std::string_view kind_name(OpKind kind);
 
 // `s` as a quoted DOT string: quotes and backslashes escaped, a newline as a line break, other
 // control characters and bytes that are not UTF-8 as '?'.
-inline std::string dot_quote(std::string_view s);
+std::string dot_quote(std::string_view s);
 
 // The DOT picture of `plan` (from Session::describe); `graph` tells which transfers are sparse.
-inline std::string graph_dot(const Graph& graph, const PartitionPlan& plan);
+std::string graph_dot(const Graph& graph, const PartitionPlan& plan);
 
 // The plan of an in-process run of `fetches`/`targets`: every op the run needs, on this
 // process's one device, nothing crossing processes.
-inline PartitionPlan in_process_plan(const Graph& graph, const std::vector<Output>& fetches,
-                                     const FeedMap& feeds = {},
-                                     const std::vector<Operation>& targets = {});
+PartitionPlan in_process_plan(const Graph& graph, const std::vector<Output>& fetches,
+                              const FeedMap& feeds = {},
+                              const std::vector<Operation>& targets = {});
 
 // The picture of the run of `fetches` through `session`: its partition plan for a distributed
 // session, one cluster for an in-process one.
-inline std::string graph_dot(Session& session, const std::vector<Output>& fetches,
-                             const FeedMap& feeds = {}, const std::vector<Operation>& targets = {});
+std::string graph_dot(Session& session, const std::vector<Output>& fetches,
+                      const FeedMap& feeds = {}, const std::vector<Operation>& targets = {});
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
-
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
-inline bool is_variable_type(std::string_view type) {
+PSFLOW_DECL bool is_variable_type(std::string_view type) {
   return type == "VariableV2" || type == "Variable" || type == "VarHandleOp";
 }
 
-inline bool starts_with_any(std::string_view s, std::initializer_list<std::string_view> prefixes) {
+PSFLOW_DECL bool starts_with_any(std::string_view s,
+                                 std::initializer_list<std::string_view> prefixes) {
   for (std::string_view p : prefixes)
     if (s.starts_with(p)) return true;
   return false;
 }
 
 // Length of the UTF-8 sequence starting at s[i], or 0 when it is not one.
-inline std::size_t utf8_length(std::string_view s, std::size_t i) {
+PSFLOW_DECL std::size_t utf8_length(std::string_view s, std::size_t i) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char c = byte(i);
   const std::size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
@@ -93,7 +97,7 @@ inline std::size_t utf8_length(std::string_view s, std::size_t i) {
 
 // The task a device belongs to, e.g. "/job:ps/replica:0/task:1" (the device string itself when
 // it does not parse).
-inline std::string task_of(const std::string& device) {
+PSFLOW_DECL std::string task_of(const std::string& device) {
   try {
     DeviceSpec spec = DeviceSpec::parse(device);
     spec.device_type.reset();
@@ -104,7 +108,7 @@ inline std::string task_of(const std::string& device) {
   }
 }
 
-inline std::string safe_task_label(const std::string& device) {
+PSFLOW_DECL std::string safe_task_label(const std::string& device) {
   try {
     return task_label(device);
   } catch (const Error&) {
@@ -112,7 +116,7 @@ inline std::string safe_task_label(const std::string& device) {
   }
 }
 
-inline const std::string* string_attr(const NodeDef& node, std::string_view name) {
+PSFLOW_DECL const std::string* string_attr(const NodeDef& node, std::string_view name) {
   const auto it = node.attrs.find(name);
   if (it == node.attrs.end()) return nullptr;
   return std::get_if<std::string>(&it->second);
@@ -120,9 +124,9 @@ inline const std::string* string_attr(const NodeDef& node, std::string_view name
 
 // The _Send (in `def`, sending to `peer`) or _Recv (receiving from `peer`) node of transfer
 // `tensor`; nullptr when the plan has none.
-inline const NodeDef* transfer_node(const GraphDef& def, std::string_view type,
-                                    const std::string& tensor, std::string_view peer_attr,
-                                    const std::string& peer) {
+PSFLOW_DECL const NodeDef* transfer_node(const GraphDef& def, std::string_view type,
+                                         const std::string& tensor, std::string_view peer_attr,
+                                         const std::string& peer) {
   for (const NodeDef& node : def.nodes) {
     if (node.op != type) continue;
     const std::string* name = string_attr(node, "tensor_name");
@@ -134,7 +138,8 @@ inline const NodeDef* transfer_node(const GraphDef& def, std::string_view type,
 
 }  // namespace detail
 
-inline OpKind op_kind(std::string_view type, std::string_view name, std::string_view input_type) {
+PSFLOW_DECL OpKind op_kind(std::string_view type, std::string_view name,
+                           std::string_view input_type) {
   if (type == "_Send" || type == "_Recv" || type == "_Feed" ||
       (type == "Const" && name.starts_with("_ctrl_")))
     return OpKind::transfer;
@@ -151,7 +156,7 @@ inline OpKind op_kind(std::string_view type, std::string_view name, std::string_
   return OpKind::compute;
 }
 
-inline std::string_view kind_color(OpKind kind) {
+PSFLOW_DECL std::string_view kind_color(OpKind kind) {
   switch (kind) {
     case OpKind::variable:
       return "#ffd8a8";  // orange
@@ -165,7 +170,7 @@ inline std::string_view kind_color(OpKind kind) {
   return "#ffffff";
 }
 
-inline std::string_view kind_name(OpKind kind) {
+PSFLOW_DECL std::string_view kind_name(OpKind kind) {
   switch (kind) {
     case OpKind::variable:
       return "variable (and its reads, initializers)";
@@ -179,7 +184,7 @@ inline std::string_view kind_name(OpKind kind) {
   return "?";
 }
 
-inline std::string dot_quote(std::string_view s) {
+PSFLOW_DECL std::string dot_quote(std::string_view s) {
   std::string out = "\"";
   for (std::size_t i = 0; i < s.size();) {
     const char c = s[i];
@@ -204,7 +209,7 @@ inline std::string dot_quote(std::string_view s) {
   return out + "\"";
 }
 
-inline std::string graph_dot(const Graph& graph, const PartitionPlan& plan) {
+PSFLOW_DECL std::string graph_dot(const Graph& graph, const PartitionPlan& plan) {
   std::ostringstream out;
   out << "digraph psflow {\n"
          "  graph [rankdir=LR, fontname=\"Helvetica\", fontsize=12, labelloc=t, "
@@ -309,8 +314,9 @@ inline std::string graph_dot(const Graph& graph, const PartitionPlan& plan) {
   return out.str();
 }
 
-inline PartitionPlan in_process_plan(const Graph& graph, const std::vector<Output>& fetches,
-                                     const FeedMap& feeds, const std::vector<Operation>& targets) {
+PSFLOW_DECL PartitionPlan in_process_plan(const Graph& graph, const std::vector<Output>& fetches,
+                                          const FeedMap& feeds,
+                                          const std::vector<Operation>& targets) {
   std::vector<TensorId> fetch_ids, feed_ids;
   std::vector<int> target_ids;
   for (const Output& f : fetches) fetch_ids.push_back(f.id());
@@ -322,11 +328,13 @@ inline PartitionPlan in_process_plan(const Graph& graph, const std::vector<Outpu
                          fetch_ids, device, [](const std::string&) { return std::uint64_t{0}; });
 }
 
-inline std::string graph_dot(Session& session, const std::vector<Output>& fetches,
-                             const FeedMap& feeds, const std::vector<Operation>& targets) {
+PSFLOW_DECL std::string graph_dot(Session& session, const std::vector<Output>& fetches,
+                                  const FeedMap& feeds, const std::vector<Operation>& targets) {
   if (auto plan = session.describe(fetches, feeds, targets))
     return graph_dot(session.graph(), *plan);
   return graph_dot(session.graph(), in_process_plan(session.graph(), fetches, feeds, targets));
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::observe

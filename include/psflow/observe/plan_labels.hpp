@@ -8,39 +8,57 @@
 // traffic of a step reads as distinct ids x row bytes, whatever the table's size.
 #pragma once
 
+#include <string>
+
+#include "psflow/core/compilation.hpp"
+#include "psflow/graph/graph.hpp"
+#include "psflow/runtime/partition.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
 #include <algorithm>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "psflow/core/device_spec.hpp"
-#include "psflow/graph/graph.hpp"
-#include "psflow/runtime/partition.hpp"
+#endif
 
 namespace psflow::observe {
 
 namespace detail {
 
-inline std::string task_label(const std::string& device) {
+// "ps0" for a device or task of /job:ps/task:0.
+std::string task_label(const std::string& device);
+// True when tensor `name` ("op:index") carries rows of a sparse lookup or gradient: produced by
+// a row op, or (through reshapes and identities) consumed by one.
+bool is_sparse_tensor(const Graph& graph, const std::string& name);
+// The bytes `t` moves per step, in words ("4096 bytes", "sparse: 256 bytes per row x the
+// batch's distinct ids", ...); `sparse` from is_sparse_tensor.
+std::string bytes_label(const Transfer& t, bool sparse);
+
+}  // namespace detail
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+namespace detail {
+
+PSFLOW_DECL std::string task_label(const std::string& device) {
   const DeviceSpec spec = DeviceSpec::parse(device);
   return spec.job.value_or("?") + std::to_string(spec.task.value_or(0));
 }
 
 // Ops whose output rows, or whose input rows, are the rows of a sparse lookup or gradient.
-inline bool is_sparse_producer(const std::string& type) {
+PSFLOW_DECL bool is_sparse_producer(const std::string& type) {
   return type == "ResourceGather" || type == "GatherV2" || type == "DynamicPartition" ||
          type == "Unique" || type == "SparseAccumulatorTakeGradient" ||
          type == "UnsortedSegmentSum";
 }
-inline bool is_sparse_consumer(const std::string& type) {
+PSFLOW_DECL bool is_sparse_consumer(const std::string& type) {
   return type == "IndexedSlicesToDense" || type.starts_with("SparseApply") ||
          type.starts_with("Scatter") || type == "SparseAccumulatorApplyGradient" ||
          type == "Unique" || type == "UnsortedSegmentSum";
 }
 
-// True when tensor `name` ("op:index") carries rows of a sparse lookup or gradient: produced by
-// a row op, or (through reshapes and identities) consumed by one.
-inline bool is_sparse_tensor(const Graph& graph, const std::string& name) {
+PSFLOW_DECL bool is_sparse_tensor(const Graph& graph, const std::string& name) {
   const auto colon = name.rfind(':');
   const auto producer = graph.find_operation(name.substr(0, colon));
   if (!producer) return false;
@@ -60,7 +78,7 @@ inline bool is_sparse_tensor(const Graph& graph, const std::string& name) {
   return false;
 }
 
-inline std::string bytes_label(const Transfer& t, bool sparse) {
+PSFLOW_DECL std::string bytes_label(const Transfer& t, bool sparse) {
   if (t.control) return "control signal";
   if (t.shape.fully_defined()) {
     const auto n = *t.shape.num_elements() * static_cast<std::int64_t>(dtype_size(t.dtype));
@@ -79,5 +97,6 @@ inline std::string bytes_label(const Transfer& t, bool sparse) {
 }
 
 }  // namespace detail
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::observe

@@ -5,14 +5,8 @@
 // readable. Updated from the loop that does the work: no thread of its own.
 #pragma once
 
-#include <unistd.h>
-
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <iostream>
@@ -22,8 +16,19 @@
 #include <string>
 #include <string_view>
 
+#include "psflow/core/compilation.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 #include "psflow/core/error.hpp"
 #include "psflow/core/log.hpp"
+#endif
 
 namespace psflow::observe {
 
@@ -96,15 +101,15 @@ class ProgressLine {
 };
 
 // "4.2s", "44s", "2m44s", "1h02m", "3d04h", ">99d"; "--" for a negative or not finite value.
-inline std::string format_duration(double seconds);
+std::string format_duration(double seconds);
 // 3 significant digits, fewer decimals as it grows: "0.0417", "4.17", "41.7", "417".
-inline std::string format_rate(double per_second);
+std::string format_rate(double per_second);
 
-// ---- definitions -----------------------------------------------------------------------------
-
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
-inline bool stream_is_terminal(const std::ostream& out) {
+PSFLOW_DECL bool stream_is_terminal(const std::ostream& out) {
   int fd = -1;
   if (&out == &std::cerr || &out == &std::clog)
     fd = STDERR_FILENO;
@@ -115,7 +120,7 @@ inline bool stream_is_terminal(const std::ostream& out) {
   return !(term && std::string_view(term) == "dumb");
 }
 
-inline std::string printf_string(const char* format, double value) {
+PSFLOW_DECL std::string printf_string(const char* format, double value) {
   char text[64];
   std::snprintf(text, sizeof text, format, value);
   return text;
@@ -123,7 +128,7 @@ inline std::string printf_string(const char* format, double value) {
 
 }  // namespace detail
 
-inline std::string format_duration(double seconds) {
+PSFLOW_DECL std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--";
   if (seconds < 9.95) return detail::printf_string("%.1fs", seconds);
   if (seconds >= 100.0 * 86400) return ">99d";
@@ -140,7 +145,7 @@ inline std::string format_duration(double seconds) {
   return text;
 }
 
-inline std::string format_rate(double per_second) {
+PSFLOW_DECL std::string format_rate(double per_second) {
   if (!std::isfinite(per_second) || per_second < 0) return "--";
   if (per_second < 1) return detail::printf_string("%.3g", per_second);
   if (per_second < 9.995) return detail::printf_string("%.2f", per_second);
@@ -148,7 +153,8 @@ inline std::string format_rate(double per_second) {
   return detail::printf_string("%.0f", per_second);
 }
 
-inline ProgressLine::ProgressLine(std::int64_t total, ProgressOptions options, std::ostream& out)
+PSFLOW_DECL ProgressLine::ProgressLine(std::int64_t total, ProgressOptions options,
+                                       std::ostream& out)
     : total_(total),
       options_(std::move(options)),
       out_(out),
@@ -166,7 +172,7 @@ inline ProgressLine::ProgressLine(std::int64_t total, ProgressOptions options, s
     psflow::detail::set_log_sink([this](std::string_view line) { print_above(line); }, this);
 }
 
-inline ProgressLine::~ProgressLine() {
+PSFLOW_DECL ProgressLine::~ProgressLine() {
   psflow::detail::clear_log_sink(
       this);  // before taking mutex_: the sink is called under the log's lock
   try {
@@ -176,7 +182,7 @@ inline ProgressLine::~ProgressLine() {
   }
 }
 
-inline void ProgressLine::update(std::int64_t current, std::optional<double> loss) {
+PSFLOW_DECL void ProgressLine::update(std::int64_t current, std::optional<double> loss) {
   std::lock_guard lock(mutex_);
   if (finished_) return;
   const Clock::time_point t = now();
@@ -214,7 +220,7 @@ inline void ProgressLine::update(std::int64_t current, std::optional<double> los
   }
 }
 
-inline void ProgressLine::print_above(std::string_view line) {
+PSFLOW_DECL void ProgressLine::print_above(std::string_view line) {
   std::lock_guard lock(mutex_);
   if (live_ && drawn_ && !finished_) {
     out_ << "\r\033[K" << line << '\n';
@@ -224,7 +230,7 @@ inline void ProgressLine::print_above(std::string_view line) {
   }
 }
 
-inline void ProgressLine::finish() {
+PSFLOW_DECL void ProgressLine::finish() {
   psflow::detail::clear_log_sink(this);  // before taking mutex_ (see the destructor)
   std::lock_guard lock(mutex_);
   if (finished_) return;
@@ -241,12 +247,12 @@ inline void ProgressLine::finish() {
     out_ << options_.prefix << line << '\n' << std::flush;
 }
 
-inline std::string ProgressLine::text() const {
+PSFLOW_DECL std::string ProgressLine::text() const {
   std::lock_guard lock(mutex_);
   return text_locked(finished_, finished_ ? finish_time_ : now());
 }
 
-inline std::optional<double> ProgressLine::rate_locked() const {
+PSFLOW_DECL std::optional<double> ProgressLine::rate_locked() const {
   if (samples_.empty()) return std::nullopt;
   const Sample& from = samples_.front();
   const double seconds = std::chrono::duration<double>(last_time_ - from.when).count();
@@ -256,7 +262,7 @@ inline std::optional<double> ProgressLine::rate_locked() const {
   return static_cast<double>(current_ - from.step) / seconds;
 }
 
-inline std::string ProgressLine::text_locked(bool final_line, Clock::time_point now) const {
+PSFLOW_DECL std::string ProgressLine::text_locked(bool final_line, Clock::time_point now) const {
   std::string text = options_.label + " ";
   if (!started_) return text + "?/" + std::to_string(total_);
   const long long percent = std::clamp<long long>(current_ * 100 / total_, 0, 100);
@@ -286,10 +292,12 @@ inline std::string ProgressLine::text_locked(bool final_line, Clock::time_point 
   return text;
 }
 
-inline void ProgressLine::draw_locked(Clock::time_point now) {
+PSFLOW_DECL void ProgressLine::draw_locked(Clock::time_point now) {
   out_ << '\r' << options_.prefix << text_locked(false, now) << "\033[K" << std::flush;
   drawn_ = true;
   last_output_ = now;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::observe

@@ -22,17 +22,22 @@
 // are const and thread-safe.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "psflow/core/error.hpp"
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/tensor.hpp"
 #include "psflow/graph/graph.hpp"
+
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <algorithm>
+#include <memory>
+
+#include "psflow/core/error.hpp"
 #include "psflow/observe/proto_writer.hpp"
+#endif
 
 namespace psflow::summary {
 
@@ -49,10 +54,7 @@ struct SummaryValue {
 struct Summary {
   std::vector<SummaryValue> values;
 
-  Summary& add(std::string tag, double value) {
-    values.push_back({std::move(tag), static_cast<float>(value)});
-    return *this;
-  }
+  Summary& add(std::string tag, double value);
   // The protocol-buffer bytes of the Summary message.
   std::string serialize() const;
 };
@@ -64,16 +66,16 @@ struct ScalarSummary {
 };
 
 // TF's clean_tag: characters outside [A-Za-z0-9_.\-/] become '_', a leading '/' is dropped.
-inline std::string clean_tag(std::string_view name);
+std::string clean_tag(std::string_view name);
 
 // TF1's tf.summary.scalar(name, tensor): records a summary of `tensor` (a number: float32,
 // float64, int32 or int64, with one element) in the graph's summaries collection under the tag
 // made from `name` (see the rules above) and returns it. Throws InvalidArgument for an empty
 // name or tensor, a bool tensor or a shape known to hold more than one element.
-inline ScalarSummary scalar(std::string_view name, const Output& tensor);
+ScalarSummary scalar(std::string_view name, const Output& tensor);
 
 // Every summary recorded in `graph`, in the order they were made.
-inline std::vector<ScalarSummary> all_summaries(const Graph& graph);
+std::vector<ScalarSummary> all_summaries(const Graph& graph);
 
 // Several summaries fetched together (TF1's merged summary op).
 class MergedSummary {
@@ -97,10 +99,15 @@ class MergedSummary {
 // returns None).
 inline MergedSummary merge_all(const Graph& graph) { return MergedSummary(all_summaries(graph)); }
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 
-inline std::string Summary::serialize() const {
+PSFLOW_DECL Summary& Summary::add(std::string tag, double value) {
+  values.push_back({std::move(tag), static_cast<float>(value)});
+  return *this;
+}
+
+PSFLOW_DECL std::string Summary::serialize() const {
   observe::ProtoWriter summary;
   for (const SummaryValue& v : values) {
     observe::ProtoWriter value;
@@ -110,7 +117,7 @@ inline std::string Summary::serialize() const {
   return summary.str();
 }
 
-inline std::string clean_tag(std::string_view name) {
+PSFLOW_DECL std::string clean_tag(std::string_view name) {
   std::string tag;
   for (char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -121,14 +128,14 @@ inline std::string clean_tag(std::string_view name) {
   return first == std::string::npos ? std::string() : tag.substr(first);
 }
 
-inline std::vector<ScalarSummary> all_summaries(const Graph& graph) {
+PSFLOW_DECL std::vector<ScalarSummary> all_summaries(const Graph& graph) {
   std::vector<ScalarSummary> out;
   for (const auto& record : graph.collection<ScalarSummary>(kSummariesCollection))
     out.push_back(*record);
   return out;
 }
 
-inline ScalarSummary scalar(std::string_view name, const Output& tensor) {
+PSFLOW_DECL ScalarSummary scalar(std::string_view name, const Output& tensor) {
   const std::string what = "summary::scalar('" + std::string(name) + "')";
   if (!tensor.valid()) throw InvalidArgument(what + ": the tensor is empty (default-constructed)");
   std::string tag = clean_tag(name);
@@ -159,13 +166,13 @@ inline ScalarSummary scalar(std::string_view name, const Output& tensor) {
   return *record;
 }
 
-inline std::vector<Output> MergedSummary::fetches() const {
+PSFLOW_DECL std::vector<Output> MergedSummary::fetches() const {
   std::vector<Output> out;
   for (const auto& s : scalars_) out.push_back(s.tensor);
   return out;
 }
 
-inline Summary MergedSummary::evaluate(const std::vector<Tensor>& values) const {
+PSFLOW_DECL Summary MergedSummary::evaluate(const std::vector<Tensor>& values) const {
   if (values.size() != scalars_.size())
     throw InvalidArgument("MergedSummary::evaluate: " + std::to_string(values.size()) +
                           " values for " + std::to_string(scalars_.size()) + " summaries");
@@ -184,5 +191,7 @@ inline Summary MergedSummary::evaluate(const std::vector<Tensor>& values) const 
   }
   return summary;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::summary

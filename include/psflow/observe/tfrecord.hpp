@@ -10,29 +10,29 @@
 #include <string>
 #include <string_view>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/observe/crc32c.hpp"
 
 namespace psflow::observe {
 
 // The bytes of one record holding `data`.
-inline std::string frame_tfrecord(std::string_view data);
+std::string frame_tfrecord(std::string_view data);
 
 // Reads the record that starts at `offset` of `bytes` and moves `offset` past it. nullopt at
 // the end of `bytes`; DataLoss for a truncated record or a checksum that does not match
 // (`what` names the file in the message).
-inline std::optional<std::string> read_tfrecord(std::string_view bytes, std::size_t& offset,
-                                                std::string_view what = "TFRecord data");
+std::optional<std::string> read_tfrecord(std::string_view bytes, std::size_t& offset,
+                                         std::string_view what = "TFRecord data");
 
-// ---------------------------------------------------------------------------------------------
-// Definitions
-
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
 
-inline void append_le(std::string& out, std::uint64_t value, int bytes) {
+PSFLOW_DECL void append_le(std::string& out, std::uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
 }
-inline std::uint64_t read_le(std::string_view bytes, std::size_t at, int n) {
+PSFLOW_DECL std::uint64_t read_le(std::string_view bytes, std::size_t at, int n) {
   std::uint64_t value = 0;
   for (int i = 0; i < n; ++i)
     value |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
@@ -41,7 +41,7 @@ inline std::uint64_t read_le(std::string_view bytes, std::size_t at, int n) {
 
 }  // namespace detail
 
-inline std::string frame_tfrecord(std::string_view data) {
+PSFLOW_DECL std::string frame_tfrecord(std::string_view data) {
   std::string out;
   out.reserve(data.size() + 16);
   detail::append_le(out, data.size(), 8);
@@ -51,8 +51,8 @@ inline std::string frame_tfrecord(std::string_view data) {
   return out;
 }
 
-inline std::optional<std::string> read_tfrecord(std::string_view bytes, std::size_t& offset,
-                                                std::string_view what) {
+PSFLOW_DECL std::optional<std::string> read_tfrecord(std::string_view bytes, std::size_t& offset,
+                                                     std::string_view what) {
   if (offset == bytes.size()) return std::nullopt;
   const auto fail = [&](const std::string& problem) -> DataLoss {
     return DataLoss(std::string(what) + ": record at byte " + std::to_string(offset) + " " +
@@ -70,5 +70,7 @@ inline std::optional<std::string> read_tfrecord(std::string_view bytes, std::siz
   offset += 16 + length;
   return data;
 }
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::observe
