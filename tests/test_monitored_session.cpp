@@ -72,7 +72,7 @@ TEST_CASE("save_checkpoint_steps saves on its multiples of the global step, as T
     train::MonitoredTrainingSession sess(g, options);
     while (!sess.should_stop()) sess.run(train_op);
   }
-  const auto state = train::detail::read_checkpoint_state(checkpoints.path());
+  const auto state = train::get_checkpoint_state(checkpoints.path());
   REQUIRE(state);
   std::vector<std::string> names;
   for (const auto& path : state->all_model_checkpoint_paths)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "psflow/core/compilation.hpp"
+#include "psflow/core/log.hpp"
 #include "psflow/version.hpp"
 
 // core + graph + runtime: kernels, executor, in-process Session (also available as

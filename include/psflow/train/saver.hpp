@@ -168,6 +168,17 @@ class Saver {
 // when it cannot be parsed.
 std::optional<std::string> latest_checkpoint(std::string_view dir);
 
+// TF's CheckpointState: what a directory's state file ("checkpoint") records.
+struct CheckpointState {
+  std::string model_checkpoint_path;                    // the latest checkpoint
+  std::vector<std::string> all_model_checkpoint_paths;  // those still kept, oldest first
+};
+
+// TF's tf.train.get_checkpoint_state: `dir`'s state file, relative paths made relative to `dir`
+// (as TF does); nullopt when `dir` has none. Throws DataLoss naming the state file when it cannot
+// be parsed.
+std::optional<CheckpointState> get_checkpoint_state(std::string_view dir);
+
 // Implementation, compiled where psflow's is (core/compilation.hpp).
 #if PSFLOW_COMPILES_IMPLEMENTATION
 // ---------------------------------------------------------------------------------------------
@@ -175,12 +186,6 @@ std::optional<std::string> latest_checkpoint(std::string_view dir);
 namespace detail {
 
 inline constexpr const char* kCheckpointStateFile = "checkpoint";
-
-// TF's CheckpointState, as its text format.
-struct CheckpointState {
-  std::string model_checkpoint_path;
-  std::vector<std::string> all_model_checkpoint_paths;
-};
 
 PSFLOW_DECL std::string quote_state_string(const std::string& s) {
   std::string out = "\"";
@@ -693,6 +698,19 @@ PSFLOW_DECL std::vector<std::string> Saver::last_checkpoints() const {
   for (const auto& name : it->second.names)
     out.push_back((std::filesystem::path(it->second.dir) / name).string());
   return out;
+}
+
+PSFLOW_DECL std::optional<CheckpointState> get_checkpoint_state(std::string_view dir) {
+  const std::filesystem::path directory(dir.empty() ? std::string_view(".") : dir);
+  auto state = detail::read_checkpoint_state(directory);
+  if (!state) return std::nullopt;
+  auto in_dir = [&](const std::string& path) {
+    const std::filesystem::path p(path);
+    return p.is_relative() ? (directory / p).string() : path;
+  };
+  state->model_checkpoint_path = in_dir(state->model_checkpoint_path);
+  for (auto& path : state->all_model_checkpoint_paths) path = in_dir(path);
+  return state;
 }
 
 PSFLOW_DECL std::optional<std::string> latest_checkpoint(std::string_view dir) {
