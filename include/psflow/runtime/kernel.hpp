@@ -153,7 +153,7 @@ class KernelRegistry {
   }
   template <class Kernel>
   bool add(const std::string& type) {
-    return add(type, [](const OpKernelConstruction& c) { return std::make_unique<Kernel>(c); });
+    return add(type, &make<Kernel>);
   }
   bool contains(std::string_view type) const {
     std::lock_guard lock(mutex_);
@@ -174,6 +174,13 @@ class KernelRegistry {
   }
 
  private:
+  // One plain function per kernel class: every factory is then the same std::function type,
+  // which keeps the code compiled per registered kernel small.
+  template <class Kernel>
+  static std::unique_ptr<OpKernel> make(const OpKernelConstruction& construction) {
+    return std::unique_ptr<OpKernel>(new Kernel(construction));
+  }
+
   mutable std::mutex mutex_;
   std::map<std::string, KernelFactory, std::less<>> factories_;
 };
