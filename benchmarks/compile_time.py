@@ -9,8 +9,8 @@ install's include directory added, in both modes:
   separate      -DPSFLOW_SEPARATE_COMPILATION: the file only declares psflow's implementation,
                 which one other file compiles once (psflow/impl/src.hpp, the CMake target
                 psflow::compiled); that file's time is reported too.
-Each compilation runs --runs times (default 3) one after another; the median time and the
-largest peak memory (of the compiler process) are kept.
+Every compilation runs --runs times (default 3), in rounds that compile each file once; the
+median time and the largest peak memory (of the compiler process) are kept.
 
 Usage: benchmarks/compile_time.py [--runs N] [--cxx g++] [--check]
   --check   exit 1 when a target below is missed (the table is printed either way)
@@ -62,9 +62,15 @@ def compile_once(command):
     return seconds, usage.ru_maxrss / 1024.0  # ru_maxrss is in KiB on Linux
 
 
-def measure(command, runs):
-    results = [compile_once(command) for _ in range(runs)]
-    return statistics.median(s for s, _ in results), max(m for _, m in results)
+def measure_all(commands, runs):
+    """Median time and largest peak memory of each command. The runs are interleaved (every
+    command once per round), so that a slower moment of the machine affects all of them alike
+    rather than the baseline alone."""
+    results = [[] for _ in commands]
+    for _ in range(runs):
+        for i, command in enumerate(commands):
+            results[i].append(compile_once(command))
+    return [(statistics.median(s for s, _ in r), max(m for _, m in r)) for r in results]
 
 
 def main():
@@ -105,11 +111,10 @@ def main():
               f"largest peak memory; load average {os.getloadavg()[0]:.2f} at the start")
         print(f"| file | time | × asio | peak memory | target | met |")
         print(f"|---|---|---|---|---|---|")
-        baseline = None
+        measured = measure_all([command for _, _, command in rows], args.runs)
+        baseline = measured[0][0]
         missed = []
-        for label, mode, command in rows:
-            seconds, megabytes = measure(command, args.runs)
-            baseline = baseline or seconds
+        for (label, mode, _), (seconds, megabytes) in zip(rows, measured):
             ratio = seconds / baseline
             target, met = "—", "—"
             if mode in TARGETS:
