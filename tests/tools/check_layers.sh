@@ -2,7 +2,8 @@
 # Includes never point up the layer order, and each heavy dependency enters through its one place.
 #   core <- graph <- runtime <- distributed;  observe reads graph and runtime;  train uses them all;
 #   impl/src.hpp (separate compilation) includes everything.
-# Umbrellas: psflow/graph.hpp is the graph layer, psflow/runtime.hpp the runtime layer.
+# Umbrellas: psflow/graph.hpp is the graph layer, psflow/runtime.hpp the runtime layer,
+# psflow/train.hpp the train layer.
 # Usage: check_layers.sh <include dir>     Prints every violation; exits 1 if there is any.
 set -u
 cd "$1" || exit 2
@@ -24,6 +25,7 @@ layer_of() {  # header path -> its layer, or "any" for the top-level psflow.hpp 
   case $1 in
     psflow/graph.hpp) echo graph ;;
     psflow/runtime.hpp) echo runtime ;;
+    psflow/train.hpp) echo train ;;
     psflow/*/*) echo "$1" | cut -d/ -f2 ;;
     *) echo any ;;
   esac
