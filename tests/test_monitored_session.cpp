@@ -75,8 +75,10 @@ TEST_CASE("save_checkpoint_steps saves on its multiples of the global step, as T
   const auto state = train::get_checkpoint_state(checkpoints.path());
   REQUIRE(state);
   std::vector<std::string> names;
-  for (const auto& path : state->all_model_checkpoint_paths)
+  for (const auto& path : state->all_model_checkpoint_paths) {
+    CHECK(std::filesystem::path(path).parent_path() == checkpoints.path());  // joined, as TF
     names.push_back(std::filesystem::path(path).filename().string());
+  }
   // at creation, every 5 steps, and at the end
   CHECK(names == std::vector<std::string>{"model.ckpt-0", "model.ckpt-5", "model.ckpt-10",
                                           "model.ckpt-15", "model.ckpt-17"});

@@ -120,7 +120,6 @@ class PeerCache {
   std::map<std::string, Peer> peers_;  // by task name
 };
 
-// "1.2 s"
 // The error when a task's host name did not resolve until the deadline.
 std::string unresolved_host_message(const std::string& host, const std::string& task,
                                     std::chrono::steady_clock::duration waited,

@@ -83,7 +83,7 @@ PSFLOW_DECL Output operator*(double x, Output y);
 PSFLOW_DECL Output operator/(Output x, double y);
 PSFLOW_DECL Output operator/(double x, Output y);
 
-// Definitions and gradients, registered once per program.
+// Helpers of the gradients defined at the end of this file.
 namespace detail {
 
 // ---- gradients: TF's math_grad.py rules -----------------------------------------------------

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/train/optimizer.hpp"
 
 namespace psflow::train {
@@ -34,35 +35,43 @@ class AdadeltaOptimizer : public Optimizer {
   double epsilon() const noexcept { return epsilon_; }
 
  protected:
-  void create_slots(const std::vector<Variable>& var_list) override {
-    for (const auto& v : var_list) {
-      zeros_slot(v, "accum", name());
-      zeros_slot(v, "accum_update", name());
-    }
-  }
-
-  Operation apply_dense(Output grad, const Variable& var) override {
-    return ops::apply_adadelta(var.ref(), slot(var, "accum").ref(), slot(var, "accum_update").ref(),
-                               learning_rate_for(learning_rate_, var),
-                               constant_like(var, rho_, "rho"),
-                               constant_like(var, epsilon_, "epsilon"), grad, "ApplyAdadelta")
-        .op();
-  }
-
-  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
-    const IndexedSlices rows = deduplicate(grad);
-    return ops::sparse_apply_adadelta(
-               var.ref(), slot(var, "accum").ref(), slot(var, "accum_update").ref(),
-               learning_rate_for(learning_rate_, var), constant_like(var, rho_, "rho"),
-               constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices,
-               "SparseApplyAdadelta")
-        .op();
-  }
+  PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
+  PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
+  PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
 
  private:
   LearningRate learning_rate_;
   double rho_;
   double epsilon_;
 };
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+void AdadeltaOptimizer::create_slots(const std::vector<Variable>& var_list) {
+  for (const auto& v : var_list) {
+    zeros_slot(v, "accum", name());
+    zeros_slot(v, "accum_update", name());
+  }
+}
+
+Operation AdadeltaOptimizer::apply_dense(Output grad, const Variable& var) {
+  return ops::apply_adadelta(var.ref(), slot(var, "accum").ref(), slot(var, "accum_update").ref(),
+                             learning_rate_for(learning_rate_, var),
+                             constant_like(var, rho_, "rho"),
+                             constant_like(var, epsilon_, "epsilon"), grad, "ApplyAdadelta")
+      .op();
+}
+
+Operation AdadeltaOptimizer::apply_sparse(const IndexedSlices& grad, const Variable& var) {
+  const IndexedSlices rows = deduplicate(grad);
+  return ops::sparse_apply_adadelta(
+             var.ref(), slot(var, "accum").ref(), slot(var, "accum_update").ref(),
+             learning_rate_for(learning_rate_, var), constant_like(var, rho_, "rho"),
+             constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices,
+             "SparseApplyAdadelta")
+      .op();
+}
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

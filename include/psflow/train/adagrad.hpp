@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/train/optimizer.hpp"
 
 namespace psflow::train {
@@ -18,40 +19,54 @@ class AdagradOptimizer : public Optimizer {
  public:
   // Throws InvalidArgument unless initial_accumulator_value > 0 (as TF: the first update
   // divides by its square root).
-  explicit AdagradOptimizer(LearningRate learning_rate, double initial_accumulator_value = 0.1,
-                            std::string name = "Adagrad")
-      : Optimizer(std::move(name)),
-        learning_rate_(learning_rate),
-        initial_accumulator_value_(initial_accumulator_value) {
-    if (!(initial_accumulator_value > 0.0))
-      throw InvalidArgument("AdagradOptimizer: initial_accumulator_value must be positive, got " +
-                            std::to_string(initial_accumulator_value));
-  }
+  PSFLOW_DECL explicit AdagradOptimizer(LearningRate learning_rate,
+                                        double initial_accumulator_value = 0.1,
+                                        std::string name = "Adagrad");
 
   const LearningRate& learning_rate() const noexcept { return learning_rate_; }
   double initial_accumulator_value() const noexcept { return initial_accumulator_value_; }
 
  protected:
-  void create_slots(const std::vector<Variable>& var_list) override {
-    for (const auto& v : var_list)
-      get_or_make_slot(v, constant_initializer(initial_accumulator_value_), "accumulator", name());
-  }
-  Operation apply_dense(Output grad, const Variable& var) override {
-    return ops::apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
-                              learning_rate_for(learning_rate_, var), grad, "ApplyAdagrad")
-        .op();
-  }
-  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
-    const IndexedSlices rows = deduplicate(grad);
-    return ops::sparse_apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
-                                     learning_rate_for(learning_rate_, var), rows.values,
-                                     rows.indices, "SparseApplyAdagrad")
-        .op();
-  }
+  PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
+  PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
+  PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
 
  private:
   LearningRate learning_rate_;
   double initial_accumulator_value_;
 };
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+AdagradOptimizer::AdagradOptimizer(LearningRate learning_rate, double initial_accumulator_value,
+                                   std::string name)
+    : Optimizer(std::move(name)),
+      learning_rate_(learning_rate),
+      initial_accumulator_value_(initial_accumulator_value) {
+  if (!(initial_accumulator_value > 0.0))
+    throw InvalidArgument("AdagradOptimizer: initial_accumulator_value must be positive, got " +
+                          std::to_string(initial_accumulator_value));
+}
+
+void AdagradOptimizer::create_slots(const std::vector<Variable>& var_list) {
+  for (const auto& v : var_list)
+    get_or_make_slot(v, constant_initializer(initial_accumulator_value_), "accumulator", name());
+}
+
+Operation AdagradOptimizer::apply_dense(Output grad, const Variable& var) {
+  return ops::apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
+                            learning_rate_for(learning_rate_, var), grad, "ApplyAdagrad")
+      .op();
+}
+
+Operation AdagradOptimizer::apply_sparse(const IndexedSlices& grad, const Variable& var) {
+  const IndexedSlices rows = deduplicate(grad);
+  return ops::sparse_apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
+                                   learning_rate_for(learning_rate_, var), rows.values,
+                                   rows.indices, "SparseApplyAdagrad")
+      .op();
+}
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

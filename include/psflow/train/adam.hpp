@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/train/optimizer.hpp"
 
 namespace psflow::train {
@@ -53,67 +54,21 @@ class AdamOptimizer : public Optimizer {
   bool lazy() const noexcept { return lazy_; }
 
   // beta1_power and beta2_power of `graph` (TF's _get_beta_accumulators), once created.
-  std::optional<std::pair<Variable, Variable>> beta_accumulators(const Graph& graph) const {
-    auto b1 = non_slot_variable(graph, "beta1_power");
-    auto b2 = non_slot_variable(graph, "beta2_power");
-    if (!b1 || !b2) return std::nullopt;
-    return std::pair{*b1, *b2};
-  }
+  PSFLOW_DECL std::optional<std::pair<Variable, Variable>> beta_accumulators(
+      const Graph& graph) const;
 
  protected:
-  void create_slots(const std::vector<Variable>& var_list) override {
-    const Variable& first =
-        *std::min_element(var_list.begin(), var_list.end(),
-                          [](const Variable& a, const Variable& b) { return a.name() < b.name(); });
-    get_or_create_non_slot_variable("beta1_power", beta1_, first);
-    get_or_create_non_slot_variable("beta2_power", beta2_, first);
-    for (const auto& v : var_list) {
-      zeros_slot(v, "m", name());
-      zeros_slot(v, "v", name());
-    }
-  }
-
-  Operation apply_dense(Output grad, const Variable& var) override {
-    auto [beta1_power, beta2_power] = accumulators(var.graph());
-    return ops::apply_adam(
-               var.ref(), slot(var, "m").ref(), slot(var, "v").ref(), beta1_power.value(),
-               beta2_power.value(), learning_rate_for(learning_rate_, var),
-               constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
-               constant_like(var, epsilon_, "epsilon"), grad, /*use_nesterov=*/false, "ApplyAdam")
-        .op();
-  }
-
-  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
-    auto [beta1_power, beta2_power] = accumulators(var.graph());
-    const IndexedSlices rows = deduplicate(grad);
-    return ops::sparse_apply_adam(
-               var.ref(), slot(var, "m").ref(), slot(var, "v").ref(), beta1_power.value(),
-               beta2_power.value(), learning_rate_for(learning_rate_, var),
-               constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
-               constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices, lazy_,
-               "SparseApplyAdam")
-        .op();
-  }
+  PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
+  PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
+  PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
 
   // TF's _finish: after the updates, beta1_power *= beta1 and beta2_power *= beta2, on their
   // device.
-  std::vector<Operation> finish(Graph& graph, const std::vector<Operation>& update_ops) override {
-    auto after = graph.control_dependencies(update_ops);
-    auto [beta1_power, beta2_power] = accumulators(graph);
-    auto colocated = graph.colocate_with(beta1_power.op());
-    Output update_beta1 = ops::assign(beta1_power.ref(),
-                                      beta1_power.value() * constant_like(beta1_power, beta1_, ""));
-    Output update_beta2 = ops::assign(beta2_power.ref(),
-                                      beta2_power.value() * constant_like(beta2_power, beta2_, ""));
-    return {update_beta1.op(), update_beta2.op()};
-  }
+  PSFLOW_DECL std::vector<Operation> finish(Graph& graph,
+                                            const std::vector<Operation>& update_ops) override;
 
  private:
-  std::pair<Variable, Variable> accumulators(const Graph& graph) const {
-    auto acc = beta_accumulators(graph);
-    if (!acc) throw Internal(name() + ": beta1_power/beta2_power were not created for this graph");
-    return *acc;
-  }
+  PSFLOW_DECL std::pair<Variable, Variable> accumulators(const Graph& graph) const;
 
   LearningRate learning_rate_;
   double beta1_;
@@ -121,5 +76,69 @@ class AdamOptimizer : public Optimizer {
   double epsilon_;
   bool lazy_;
 };
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+std::optional<std::pair<Variable, Variable>> AdamOptimizer::beta_accumulators(
+    const Graph& graph) const {
+  auto b1 = non_slot_variable(graph, "beta1_power");
+  auto b2 = non_slot_variable(graph, "beta2_power");
+  if (!b1 || !b2) return std::nullopt;
+  return std::pair{*b1, *b2};
+}
+
+void AdamOptimizer::create_slots(const std::vector<Variable>& var_list) {
+  const Variable& first =
+      *std::min_element(var_list.begin(), var_list.end(),
+                        [](const Variable& a, const Variable& b) { return a.name() < b.name(); });
+  get_or_create_non_slot_variable("beta1_power", beta1_, first);
+  get_or_create_non_slot_variable("beta2_power", beta2_, first);
+  for (const auto& v : var_list) {
+    zeros_slot(v, "m", name());
+    zeros_slot(v, "v", name());
+  }
+}
+
+Operation AdamOptimizer::apply_dense(Output grad, const Variable& var) {
+  auto [beta1_power, beta2_power] = accumulators(var.graph());
+  return ops::apply_adam(var.ref(), slot(var, "m").ref(), slot(var, "v").ref(), beta1_power.value(),
+                         beta2_power.value(), learning_rate_for(learning_rate_, var),
+                         constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
+                         constant_like(var, epsilon_, "epsilon"), grad, /*use_nesterov=*/false,
+                         "ApplyAdam")
+      .op();
+}
+
+Operation AdamOptimizer::apply_sparse(const IndexedSlices& grad, const Variable& var) {
+  auto [beta1_power, beta2_power] = accumulators(var.graph());
+  const IndexedSlices rows = deduplicate(grad);
+  return ops::sparse_apply_adam(
+             var.ref(), slot(var, "m").ref(), slot(var, "v").ref(), beta1_power.value(),
+             beta2_power.value(), learning_rate_for(learning_rate_, var),
+             constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
+             constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices, lazy_,
+             "SparseApplyAdam")
+      .op();
+}
+
+std::vector<Operation> AdamOptimizer::finish(Graph& graph,
+                                             const std::vector<Operation>& update_ops) {
+  auto after = graph.control_dependencies(update_ops);
+  auto [beta1_power, beta2_power] = accumulators(graph);
+  auto colocated = graph.colocate_with(beta1_power.op());
+  Output update_beta1 =
+      ops::assign(beta1_power.ref(), beta1_power.value() * constant_like(beta1_power, beta1_, ""));
+  Output update_beta2 =
+      ops::assign(beta2_power.ref(), beta2_power.value() * constant_like(beta2_power, beta2_, ""));
+  return {update_beta1.op(), update_beta2.op()};
+}
+
+std::pair<Variable, Variable> AdamOptimizer::accumulators(const Graph& graph) const {
+  auto acc = beta_accumulators(graph);
+  if (!acc) throw Internal(name() + ": beta1_power/beta2_power were not created for this graph");
+  return *acc;
+}
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

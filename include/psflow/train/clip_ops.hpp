@@ -28,39 +28,69 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/sparse_ops.hpp"
 
 namespace psflow::train {
 
-namespace detail {
+// sqrt(sum over the tensors of sum(t^2)): TF's global_norm ("global_norm/global_norm"). Empty
+// Outputs are skipped; throws InvalidArgument when none is left, or for tensors of different or
+// non-floating dtypes.
+PSFLOW_DECL Output global_norm(const std::vector<Output>& t_list);
+
+// TF's clip_by_global_norm: with global_norm = use_norm or global_norm(t_list), each tensor
+// becomes t * clip_norm / max(global_norm, clip_norm) (TF's arithmetic: t * (clip_norm *
+// min(1 / global_norm, 1 / clip_norm)), and NaN everywhere when the norm is infinite). Returns
+// the clipped list (empty Outputs stay empty, in place) and the global norm. Throws
+// InvalidArgument for clip_norm <= 0, a use_norm that is not a scalar of the tensors' dtype, or
+// the errors of global_norm.
+PSFLOW_DECL std::pair<std::vector<Output>, Output> clip_by_global_norm(
+    const std::vector<Output>& t_list, double clip_norm, std::optional<Output> use_norm = {});
+
+// TF's clip_by_norm: t * clip_norm / max(l2norm, clip_norm), where l2norm is sqrt(sum(t^2))
+// over `axes` (negative axes count from the end; empty: all), kept as size-1 dimensions so it
+// broadcasts against t. Throws InvalidArgument for clip_norm <= 0, an empty or non-floating t.
+PSFLOW_DECL Output clip_by_norm(Output t, double clip_norm, std::vector<int> axes = {});
+
+}  // namespace psflow::train
+
+namespace psflow::ops {
+using train::clip_by_global_norm;
+using train::clip_by_norm;
+using train::global_norm;
+}  // namespace psflow::ops
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::train::detail {
 
 // The tensor whose elements a norm adds up: an IndexedSlices' values, or t itself.
-inline Output norm_values(const Output& t) {
+PSFLOW_DECL Output norm_values(const Output& t) {
   if (auto slices = as_indexed_slices(t)) return slices->values;
   return t;
 }
 
 // `t` scaled by the scalar `scale` (an IndexedSlices stays one, with scaled values).
-inline Output scaled(const Output& t, const Output& scale) {
+PSFLOW_DECL Output scaled(const Output& t, const Output& scale) {
   if (auto slices = as_indexed_slices(t))
     return IndexedSlices{ops::mul(slices->values, scale), slices->indices, slices->dense_shape};
   return ops::mul(t, scale);
 }
 
-inline void check_floating(const Output& t, const char* what) {
+PSFLOW_DECL void check_floating(const Output& t, const char* what) {
   if (!is_floating(t.dtype()))
     throw InvalidArgument(std::string(what) + ": '" + t.name() + "' is " +
                           std::string(dtype_name(t.dtype())) + "; it must be float32 or float64");
 }
 
-}  // namespace detail
+}  // namespace psflow::train::detail
 
-// sqrt(sum over the tensors of sum(t^2)): TF's global_norm ("global_norm/global_norm"). Empty
-// Outputs are skipped; throws
-// InvalidArgument when none is left, or for tensors of different or non-floating dtypes.
-inline Output global_norm(const std::vector<Output>& t_list) {
+namespace psflow::train {
+
+PSFLOW_DECL Output global_norm(const std::vector<Output>& t_list) {
   std::vector<Output> squares;
   const Output* first = nullptr;
   for (const Output& t : t_list) {
@@ -81,14 +111,8 @@ inline Output global_norm(const std::vector<Output>& t_list) {
   return ops::sqrt(sum, "global_norm");
 }
 
-// TF's clip_by_global_norm: with global_norm = use_norm or global_norm(t_list), each tensor
-// becomes t * clip_norm / max(global_norm, clip_norm) (TF's arithmetic: t * (clip_norm *
-// min(1 / global_norm, 1 / clip_norm)), and NaN everywhere when the norm is infinite). Returns
-// the clipped list (empty Outputs stay empty, in place) and the global norm. Throws
-// InvalidArgument for clip_norm <= 0, a use_norm that is not a scalar of the tensors' dtype, or
-// the errors of global_norm.
-inline std::pair<std::vector<Output>, Output> clip_by_global_norm(
-    const std::vector<Output>& t_list, double clip_norm, std::optional<Output> use_norm = {}) {
+PSFLOW_DECL std::pair<std::vector<Output>, Output> clip_by_global_norm(
+    const std::vector<Output>& t_list, double clip_norm, std::optional<Output> use_norm) {
   if (!(clip_norm > 0))
     throw InvalidArgument("clip_by_global_norm: clip_norm must be positive, got " +
                           std::to_string(clip_norm));
@@ -118,10 +142,7 @@ inline std::pair<std::vector<Output>, Output> clip_by_global_norm(
   return {clipped, norm};
 }
 
-// TF's clip_by_norm: t * clip_norm / max(l2norm, clip_norm), where l2norm is sqrt(sum(t^2))
-// over `axes` (negative axes count from the end; empty: all), kept as size-1 dimensions so it
-// broadcasts against t. Throws InvalidArgument for clip_norm <= 0, an empty or non-floating t.
-inline Output clip_by_norm(Output t, double clip_norm, std::vector<int> axes = {}) {
+PSFLOW_DECL Output clip_by_norm(Output t, double clip_norm, std::vector<int> axes) {
   if (!t.valid()) throw InvalidArgument("clip_by_norm: t is an empty Output");
   detail::check_floating(t, "clip_by_norm");
   if (!(clip_norm > 0))
@@ -139,8 +160,4 @@ inline Output clip_by_norm(Output t, double clip_norm, std::vector<int> axes = {
 
 }  // namespace psflow::train
 
-namespace psflow::ops {
-using train::clip_by_global_norm;
-using train::clip_by_norm;
-using train::global_norm;
-}  // namespace psflow::ops
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

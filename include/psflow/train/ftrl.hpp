@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/train/optimizer.hpp"
 
 namespace psflow::train {
@@ -23,29 +24,9 @@ class FtrlOptimizer : public Optimizer {
   // Throws InvalidArgument, as TF raises ValueError, for learning_rate_power > 0, a negative
   // initial_accumulator_value, l1 or l2, or a learning rate number that is not positive (a
   // learning rate Output is not checked).
-  explicit FtrlOptimizer(LearningRate learning_rate, double learning_rate_power = -0.5,
-                         double initial_accumulator_value = 0.1, double l1 = 0.0, double l2 = 0.0,
-                         std::string name = "Ftrl")
-      : Optimizer(std::move(name)),
-        learning_rate_(learning_rate),
-        learning_rate_power_(learning_rate_power),
-        initial_accumulator_value_(initial_accumulator_value),
-        l1_(l1),
-        l2_(l2) {
-    auto require = [](bool ok, const std::string& what) {
-      if (!ok) throw InvalidArgument("FtrlOptimizer: " + what);
-    };
-    require(
-        learning_rate.is_tensor() || learning_rate.value() > 0,
-        "learning_rate must be positive, got " +
-            (learning_rate.is_tensor() ? std::string() : std::to_string(learning_rate.value())));
-    require(learning_rate_power <= 0,
-            "learning_rate_power must be <= 0, got " + std::to_string(learning_rate_power));
-    require(initial_accumulator_value >= 0, "initial_accumulator_value must be >= 0, got " +
-                                                std::to_string(initial_accumulator_value));
-    require(l1 >= 0, "l1 must be >= 0, got " + std::to_string(l1));
-    require(l2 >= 0, "l2 must be >= 0, got " + std::to_string(l2));
-  }
+  PSFLOW_DECL explicit FtrlOptimizer(LearningRate learning_rate, double learning_rate_power = -0.5,
+                                     double initial_accumulator_value = 0.1, double l1 = 0.0,
+                                     double l2 = 0.0, std::string name = "Ftrl");
 
   const LearningRate& learning_rate() const noexcept { return learning_rate_; }
   double learning_rate_power() const noexcept { return learning_rate_power_; }
@@ -54,31 +35,9 @@ class FtrlOptimizer : public Optimizer {
   double l2() const noexcept { return l2_; }
 
  protected:
-  void create_slots(const std::vector<Variable>& var_list) override {
-    for (const auto& v : var_list) {
-      get_or_make_slot(v, constant_initializer(initial_accumulator_value_), "accum", name());
-      zeros_slot(v, "linear", name());
-    }
-  }
-
-  Operation apply_dense(Output grad, const Variable& var) override {
-    return ops::apply_ftrl(var.ref(), slot(var, "accum").ref(), slot(var, "linear").ref(), grad,
-                           learning_rate_for(learning_rate_, var), constant_like(var, l1_, "l1"),
-                           constant_like(var, l2_, "l2"),
-                           constant_like(var, learning_rate_power_, "learning_rate_power"),
-                           "ApplyFtrl")
-        .op();
-  }
-
-  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
-    const IndexedSlices rows = deduplicate(grad);
-    return ops::sparse_apply_ftrl(var.ref(), slot(var, "accum").ref(), slot(var, "linear").ref(),
-                                  rows.values, rows.indices, learning_rate_for(learning_rate_, var),
-                                  constant_like(var, l1_, "l1"), constant_like(var, l2_, "l2"),
-                                  constant_like(var, learning_rate_power_, "learning_rate_power"),
-                                  "SparseApplyFtrl")
-        .op();
-  }
+  PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
+  PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
+  PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
 
  private:
   LearningRate learning_rate_;
@@ -87,5 +46,58 @@ class FtrlOptimizer : public Optimizer {
   double l1_;
   double l2_;
 };
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+FtrlOptimizer::FtrlOptimizer(LearningRate learning_rate, double learning_rate_power,
+                             double initial_accumulator_value, double l1, double l2,
+                             std::string name)
+    : Optimizer(std::move(name)),
+      learning_rate_(learning_rate),
+      learning_rate_power_(learning_rate_power),
+      initial_accumulator_value_(initial_accumulator_value),
+      l1_(l1),
+      l2_(l2) {
+  auto require = [](bool ok, const std::string& what) {
+    if (!ok) throw InvalidArgument("FtrlOptimizer: " + what);
+  };
+  require(learning_rate.is_tensor() || learning_rate.value() > 0,
+          "learning_rate must be positive, got " +
+              (learning_rate.is_tensor() ? std::string() : std::to_string(learning_rate.value())));
+  require(learning_rate_power <= 0,
+          "learning_rate_power must be <= 0, got " + std::to_string(learning_rate_power));
+  require(initial_accumulator_value >= 0, "initial_accumulator_value must be >= 0, got " +
+                                              std::to_string(initial_accumulator_value));
+  require(l1 >= 0, "l1 must be >= 0, got " + std::to_string(l1));
+  require(l2 >= 0, "l2 must be >= 0, got " + std::to_string(l2));
+}
+
+void FtrlOptimizer::create_slots(const std::vector<Variable>& var_list) {
+  for (const auto& v : var_list) {
+    get_or_make_slot(v, constant_initializer(initial_accumulator_value_), "accum", name());
+    zeros_slot(v, "linear", name());
+  }
+}
+
+Operation FtrlOptimizer::apply_dense(Output grad, const Variable& var) {
+  return ops::apply_ftrl(var.ref(), slot(var, "accum").ref(), slot(var, "linear").ref(), grad,
+                         learning_rate_for(learning_rate_, var), constant_like(var, l1_, "l1"),
+                         constant_like(var, l2_, "l2"),
+                         constant_like(var, learning_rate_power_, "learning_rate_power"),
+                         "ApplyFtrl")
+      .op();
+}
+
+Operation FtrlOptimizer::apply_sparse(const IndexedSlices& grad, const Variable& var) {
+  const IndexedSlices rows = deduplicate(grad);
+  return ops::sparse_apply_ftrl(var.ref(), slot(var, "accum").ref(), slot(var, "linear").ref(),
+                                rows.values, rows.indices, learning_rate_for(learning_rate_, var),
+                                constant_like(var, l1_, "l1"), constant_like(var, l2_, "l2"),
+                                constant_like(var, learning_rate_power_, "learning_rate_power"),
+                                "SparseApplyFtrl")
+      .op();
+}
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/variable.hpp"
 
 namespace psflow::train {
@@ -14,7 +15,16 @@ namespace psflow::train {
 // variable (so under replica_device_setter it lives on a ps task). Throws InvalidArgument when
 // "global_step" exists but is not an integer scalar, AlreadyExists when a non-variable op has
 // that name. Graph building: not thread-safe with other changes to the graph.
-inline Variable get_or_create_global_step(Graph& graph) {
+PSFLOW_DECL Variable get_or_create_global_step(Graph& graph);
+
+}  // namespace psflow::train
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::train {
+
+PSFLOW_DECL Variable get_or_create_global_step(Graph& graph) {
   if (auto existing = find_variable(graph, "global_step")) {
     if (!existing->shape().empty() ||
         (existing->dtype() != DType::int64 && existing->dtype() != DType::int32))
@@ -29,3 +39,5 @@ inline Variable get_or_create_global_step(Graph& graph) {
 }
 
 }  // namespace psflow::train
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/train/optimizer.hpp"
 
 namespace psflow::train {
@@ -22,19 +23,27 @@ class GradientDescentOptimizer : public Optimizer {
   const LearningRate& learning_rate() const noexcept { return learning_rate_; }
 
  protected:
-  Operation apply_dense(Output grad, const Variable& var) override {
-    return ops::apply_gradient_descent(var.ref(), learning_rate_for(learning_rate_, var), grad,
-                                       "ApplyGradientDescent")
-        .op();
-  }
+  PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
   // TF's _apply_sparse_duplicate_indices: var[indices] -= lr * values (duplicates add up).
-  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
-    Output delta = ops::mul(grad.values, learning_rate_for(learning_rate_, var));
-    return ops::scatter_sub(var, grad.indices, delta, "ScatterSub").op();
-  }
+  PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
 
  private:
   LearningRate learning_rate_;
 };
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+Operation GradientDescentOptimizer::apply_dense(Output grad, const Variable& var) {
+  return ops::apply_gradient_descent(var.ref(), learning_rate_for(learning_rate_, var), grad,
+                                     "ApplyGradientDescent")
+      .op();
+}
+
+Operation GradientDescentOptimizer::apply_sparse(const IndexedSlices& grad, const Variable& var) {
+  Output delta = ops::mul(grad.values, learning_rate_for(learning_rate_, var));
+  return ops::scatter_sub(var, grad.indices, delta, "ScatterSub").op();
+}
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

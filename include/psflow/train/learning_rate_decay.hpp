@@ -10,19 +10,49 @@
 #include <string>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/logic_ops.hpp"
 #include "psflow/graph/math_ops.hpp"
 
 namespace psflow::train {
 
-namespace detail {
+// learning_rate * decay_rate ^ (global_step / decay_steps); with staircase the exponent is
+// floored, so the rate drops every decay_steps steps.
+PSFLOW_DECL Output exponential_decay(double learning_rate, Output global_step,
+                                     std::int64_t decay_steps, double decay_rate,
+                                     bool staircase = false);
 
-inline Output float_constant(Graph& graph, double value, const char* name) {
+// values[0] while x <= boundaries[0], values[i] while boundaries[i-1] < x <= boundaries[i],
+// values.back() once x > boundaries.back(). Needs one more value than boundaries, boundaries
+// strictly increasing. x is usually the global step; the boundaries take its dtype.
+PSFLOW_DECL Output piecewise_constant(Output x, std::vector<std::int64_t> boundaries,
+                                      std::vector<double> values);
+
+// (learning_rate - end_learning_rate) * (1 - step / decay_steps) ^ power + end_learning_rate,
+// the step capped at decay_steps; with cycle, decay_steps grows to the next multiple of itself
+// above the step instead, so the rate restarts.
+PSFLOW_DECL Output polynomial_decay(double learning_rate, Output global_step,
+                                    std::int64_t decay_steps, double end_learning_rate = 0.0001,
+                                    double power = 1.0, bool cycle = false);
+
+// learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * step / decay_steps)) + alpha), the step
+// capped at decay_steps (SGDR's decay without restarts).
+PSFLOW_DECL Output cosine_decay(double learning_rate, Output global_step, std::int64_t decay_steps,
+                                double alpha = 0.0);
+
+}  // namespace psflow::train
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::train::detail {
+
+PSFLOW_DECL Output float_constant(Graph& graph, double value, const char* name) {
   return ops::constant(graph, Tensor(static_cast<float>(value)), name);
 }
 
-inline void expect_scalar_step(Output step, const char* schedule) {
+PSFLOW_DECL void expect_scalar_step(Output step, const char* schedule) {
   if (!step.valid())
     throw InvalidArgument(std::string(schedule) + ": global_step is an empty Output");
   const auto shape = step.shape();
@@ -32,22 +62,22 @@ inline void expect_scalar_step(Output step, const char* schedule) {
 }
 
 // The step as float32 (TF casts it to the learning rate's dtype).
-inline Output step_as_float(Output step) {
+PSFLOW_DECL Output step_as_float(Output step) {
   return step.dtype() == DType::float32 ? step : ops::cast(step, DType::float32);
 }
 
-inline void expect_positive_steps(std::int64_t decay_steps, const char* schedule) {
+PSFLOW_DECL void expect_positive_steps(std::int64_t decay_steps, const char* schedule) {
   if (decay_steps <= 0)
     throw InvalidArgument(std::string(schedule) + ": decay_steps must be positive, got " +
                           std::to_string(decay_steps));
 }
 
-}  // namespace detail
+}  // namespace psflow::train::detail
 
-// learning_rate * decay_rate ^ (global_step / decay_steps); with staircase the exponent is
-// floored, so the rate drops every decay_steps steps.
-inline Output exponential_decay(double learning_rate, Output global_step, std::int64_t decay_steps,
-                                double decay_rate, bool staircase = false) {
+namespace psflow::train {
+
+PSFLOW_DECL Output exponential_decay(double learning_rate, Output global_step,
+                                     std::int64_t decay_steps, double decay_rate, bool staircase) {
   detail::expect_scalar_step(global_step, "exponential_decay");
   detail::expect_positive_steps(decay_steps, "exponential_decay");
   Graph& graph = global_step.graph();
@@ -60,11 +90,8 @@ inline Output exponential_decay(double learning_rate, Output global_step, std::i
                   ops::pow(detail::float_constant(graph, decay_rate, "decay_rate"), p));
 }
 
-// values[0] while x <= boundaries[0], values[i] while boundaries[i-1] < x <= boundaries[i],
-// values.back() once x > boundaries.back(). Needs one more value than boundaries, boundaries
-// strictly increasing. x is usually the global step; the boundaries take its dtype.
-inline Output piecewise_constant(Output x, std::vector<std::int64_t> boundaries,
-                                 std::vector<double> values) {
+PSFLOW_DECL Output piecewise_constant(Output x, std::vector<std::int64_t> boundaries,
+                                      std::vector<double> values) {
   if (!x.valid()) throw InvalidArgument("piecewise_constant: x is an empty Output");
   if (values.size() != boundaries.size() + 1)
     throw InvalidArgument("piecewise_constant: needs one more value than boundaries, got " +
@@ -86,12 +113,9 @@ inline Output piecewise_constant(Output x, std::vector<std::int64_t> boundaries,
   return rate;
 }
 
-// (learning_rate - end_learning_rate) * (1 - step / decay_steps) ^ power + end_learning_rate,
-// the step capped at decay_steps; with cycle, decay_steps grows to the next multiple of itself
-// above the step instead, so the rate restarts.
-inline Output polynomial_decay(double learning_rate, Output global_step, std::int64_t decay_steps,
-                               double end_learning_rate = 0.0001, double power = 1.0,
-                               bool cycle = false) {
+PSFLOW_DECL Output polynomial_decay(double learning_rate, Output global_step,
+                                    std::int64_t decay_steps, double end_learning_rate,
+                                    double power, bool cycle) {
   detail::expect_scalar_step(global_step, "polynomial_decay");
   detail::expect_positive_steps(decay_steps, "polynomial_decay");
   Graph& graph = global_step.graph();
@@ -115,10 +139,8 @@ inline Output polynomial_decay(double learning_rate, Output global_step, std::in
       end);
 }
 
-// learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * step / decay_steps)) + alpha), the step
-// capped at decay_steps (SGDR's decay without restarts).
-inline Output cosine_decay(double learning_rate, Output global_step, std::int64_t decay_steps,
-                           double alpha = 0.0) {
+PSFLOW_DECL Output cosine_decay(double learning_rate, Output global_step, std::int64_t decay_steps,
+                                double alpha) {
   detail::expect_scalar_step(global_step, "cosine_decay");
   detail::expect_positive_steps(decay_steps, "cosine_decay");
   Graph& graph = global_step.graph();
@@ -138,3 +160,5 @@ inline Output cosine_decay(double learning_rate, Output global_step, std::int64_
 }
 
 }  // namespace psflow::train
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/train/optimizer.hpp"
 
 namespace psflow::train {
@@ -33,28 +34,38 @@ class MomentumOptimizer : public Optimizer {
   bool use_nesterov() const noexcept { return use_nesterov_; }
 
  protected:
-  void create_slots(const std::vector<Variable>& var_list) override {
-    for (const auto& v : var_list) zeros_slot(v, "momentum", name());
-  }
-  Operation apply_dense(Output grad, const Variable& var) override {
-    return ops::apply_momentum(
-               var.ref(), slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var), grad,
-               constant_like(var, momentum_, "momentum"), use_nesterov_, "ApplyMomentum")
-        .op();
-  }
-  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
-    const IndexedSlices rows = deduplicate(grad);
-    return ops::sparse_apply_momentum(var.ref(), slot(var, "momentum").ref(),
-                                      learning_rate_for(learning_rate_, var), rows.values,
-                                      rows.indices, constant_like(var, momentum_, "momentum"),
-                                      use_nesterov_, "SparseApplyMomentum")
-        .op();
-  }
+  PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
+  PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
+  PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
 
  private:
   LearningRate learning_rate_;
   double momentum_;
   bool use_nesterov_;
 };
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+void MomentumOptimizer::create_slots(const std::vector<Variable>& var_list) {
+  for (const auto& v : var_list) zeros_slot(v, "momentum", name());
+}
+
+Operation MomentumOptimizer::apply_dense(Output grad, const Variable& var) {
+  return ops::apply_momentum(
+             var.ref(), slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var), grad,
+             constant_like(var, momentum_, "momentum"), use_nesterov_, "ApplyMomentum")
+      .op();
+}
+
+Operation MomentumOptimizer::apply_sparse(const IndexedSlices& grad, const Variable& var) {
+  const IndexedSlices rows = deduplicate(grad);
+  return ops::sparse_apply_momentum(var.ref(), slot(var, "momentum").ref(),
+                                    learning_rate_for(learning_rate_, var), rows.values,
+                                    rows.indices, constant_like(var, momentum_, "momentum"),
+                                    use_nesterov_, "SparseApplyMomentum")
+      .op();
+}
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

@@ -74,12 +74,13 @@ class ExponentialMovingAverage {
   std::map<VarKey, Variable> averages_;
 };
 
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 // ---------------------------------------------------------------------------------------------
-// Definitions
 
-inline ExponentialMovingAverage::ExponentialMovingAverage(double decay,
-                                                          std::optional<Variable> num_updates,
-                                                          bool zero_debias, std::string name)
+PSFLOW_DECL ExponentialMovingAverage::ExponentialMovingAverage(double decay,
+                                                               std::optional<Variable> num_updates,
+                                                               bool zero_debias, std::string name)
     : decay_(decay),
       num_updates_(std::move(num_updates)),
       zero_debias_(zero_debias),
@@ -98,7 +99,7 @@ inline ExponentialMovingAverage::ExponentialMovingAverage(double decay,
   }
 }
 
-inline Operation ExponentialMovingAverage::apply(const std::vector<Variable>& var_list) {
+PSFLOW_DECL Operation ExponentialMovingAverage::apply(const std::vector<Variable>& var_list) {
   if (var_list.empty()) {
     if (!num_updates_)
       throw InvalidArgument(
@@ -111,8 +112,8 @@ inline Operation ExponentialMovingAverage::apply(const std::vector<Variable>& va
   return apply(var_list.front().graph(), var_list);
 }
 
-inline Operation ExponentialMovingAverage::apply(Graph& graph,
-                                                 const std::vector<Variable>& var_list) {
+PSFLOW_DECL Operation ExponentialMovingAverage::apply(Graph& graph,
+                                                      const std::vector<Variable>& var_list) {
   const std::vector<Variable> vars = var_list.empty() ? trainable_variables(graph) : var_list;
   if (vars.empty())
     throw InvalidArgument("ExponentialMovingAverage::apply: no variables to average");
@@ -180,11 +181,12 @@ inline Operation ExponentialMovingAverage::apply(Graph& graph,
   return ops::group(updates, leaf);
 }
 
-inline Variable ExponentialMovingAverage::average(const Variable& var) const {
+PSFLOW_DECL Variable ExponentialMovingAverage::average(const Variable& var) const {
   if (!var.valid()) throw InvalidArgument("ExponentialMovingAverage::average: empty Variable");
   if (auto it = averages_.find(key_of(var)); it != averages_.end()) return it->second;
   throw NotFound("ExponentialMovingAverage '" + name_ + "' has no average of variable '" +
                  var.name() + "': apply() did not cover it");
 }
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

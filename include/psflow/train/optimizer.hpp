@@ -100,27 +100,6 @@ class LearningRate {
   Output tensor_;
 };
 
-inline LearningRate::LearningRate(Output tensor) : tensor_(tensor) {
-  if (!tensor.valid()) throw InvalidArgument("learning rate: the Output is empty");
-  if (tensor.dtype() != DType::float32 && tensor.dtype() != DType::float64)
-    throw InvalidArgument("learning rate '" + tensor.name() + "' is " +
-                          std::string(dtype_name(tensor.dtype())) +
-                          "; a learning rate must be a float32 or float64 scalar");
-  const PartialShape shape = tensor.shape();
-  if (shape.known && !shape.dims.empty())
-    throw InvalidArgument("learning rate '" + tensor.name() + "' has shape " + shape.to_string() +
-                          "; a learning rate must be a scalar (shape [])");
-}
-
-inline Output LearningRate::for_variable(const Variable& var, std::string_view optimizer,
-                                         std::string_view name) const {
-  if (!is_tensor()) return ops::scalar_like(var.value(), value_, name);
-  if (&tensor_.graph() != &var.graph())
-    throw InvalidArgument(std::string(optimizer) + ": the learning rate '" + tensor_.name() +
-                          "' belongs to another graph than variable '" + var.name() + "'");
-  return ops::cast(tensor_, var.dtype());
-}
-
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -219,13 +198,23 @@ class Optimizer {
   std::map<VarKey, Variable> non_slot_;                      // (graph, name) -> variable
 };
 
+namespace detail {
+
+// `base`, or base_1, base_2, ... : the first that names neither an op nor a scope, after
+// prefixing `scope` (TF's unique naming of a name scope whose op carries the scope's name).
+PSFLOW_DECL std::string unique_leaf_name(const Graph& graph, const std::string& scope,
+                                         const std::string& base);
+
+}  // namespace detail
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
 // ---------------------------------------------------------------------------------------------
-// Definitions
 
 namespace detail {
 
 // True when `name` is an op of `graph` or the scope of one ("name/...").
-inline bool name_in_use(const Graph& graph, const std::string& name) {
+PSFLOW_DECL bool name_in_use(const Graph& graph, const std::string& name) {
   if (graph.find_operation(name)) return true;
   const std::string prefix = name + "/";
   for (std::size_t i = 0; i < graph.num_nodes(); ++i)
@@ -233,10 +222,8 @@ inline bool name_in_use(const Graph& graph, const std::string& name) {
   return false;
 }
 
-// `base`, or base_1, base_2, ... : the first that names neither an op nor a scope, after
-// prefixing `scope` (TF's unique naming of a name scope whose op carries the scope's name).
-inline std::string unique_leaf_name(const Graph& graph, const std::string& scope,
-                                    const std::string& base) {
+PSFLOW_DECL std::string unique_leaf_name(const Graph& graph, const std::string& scope,
+                                         const std::string& base) {
   for (int i = 0;; ++i) {
     std::string leaf = i == 0 ? base : base + "_" + std::to_string(i);
     if (!name_in_use(graph, scope.empty() ? leaf : scope + "/" + leaf)) return leaf;
@@ -244,7 +231,7 @@ inline std::string unique_leaf_name(const Graph& graph, const std::string& scope
 }
 
 // `base`, or base_1, base_2, ... : the first name no op has (TF's unique variable names).
-inline std::string unique_variable_name(const Graph& graph, const std::string& base) {
+PSFLOW_DECL std::string unique_variable_name(const Graph& graph, const std::string& base) {
   for (int i = 0;; ++i) {
     std::string name = i == 0 ? base : base + "_" + std::to_string(i);
     if (!graph.find_operation(name)) return name;
@@ -252,7 +239,7 @@ inline std::string unique_variable_name(const Graph& graph, const std::string& b
 }
 
 // True when `y` depends on `x` through data edges (TF's gradients would not return None).
-inline bool depends_on(const Output& y, const Operation& x) {
+PSFLOW_DECL bool depends_on(const Output& y, const Operation& x) {
   const Graph& graph = y.graph();
   std::vector<int> stack{y.op().id()};
   std::vector<bool> seen(graph.num_nodes(), false);
@@ -269,12 +256,34 @@ inline bool depends_on(const Output& y, const Operation& x) {
 
 }  // namespace detail
 
-inline Optimizer::Optimizer(std::string name) : name_(std::move(name)) {
+PSFLOW_DECL LearningRate::LearningRate(Output tensor) : tensor_(tensor) {
+  if (!tensor.valid()) throw InvalidArgument("learning rate: the Output is empty");
+  if (tensor.dtype() != DType::float32 && tensor.dtype() != DType::float64)
+    throw InvalidArgument("learning rate '" + tensor.name() + "' is " +
+                          std::string(dtype_name(tensor.dtype())) +
+                          "; a learning rate must be a float32 or float64 scalar");
+  const PartialShape shape = tensor.shape();
+  if (shape.known && !shape.dims.empty())
+    throw InvalidArgument("learning rate '" + tensor.name() + "' has shape " + shape.to_string() +
+                          "; a learning rate must be a scalar (shape [])");
+}
+
+PSFLOW_DECL Output LearningRate::for_variable(const Variable& var, std::string_view optimizer,
+                                              std::string_view name) const {
+  if (!is_tensor()) return ops::scalar_like(var.value(), value_, name);
+  if (&tensor_.graph() != &var.graph())
+    throw InvalidArgument(std::string(optimizer) + ": the learning rate '" + tensor_.name() +
+                          "' belongs to another graph than variable '" + var.name() + "'");
+  return ops::cast(tensor_, var.dtype());
+}
+
+PSFLOW_DECL Optimizer::Optimizer(std::string name) : name_(std::move(name)) {
   if (name_.empty()) throw InvalidArgument("Optimizer: the name must not be empty");
 }
 
-inline Operation Optimizer::minimize(Output loss, std::optional<Variable> global_step,
-                                     const std::vector<Variable>& var_list, std::string_view name) {
+PSFLOW_DECL Operation Optimizer::minimize(Output loss, std::optional<Variable> global_step,
+                                          const std::vector<Variable>& var_list,
+                                          std::string_view name) {
   GradsAndVars grads = compute_gradients(loss, var_list);
   const bool any =
       std::any_of(grads.begin(), grads.end(), [](const auto& gv) { return gv.first.valid(); });
@@ -288,8 +297,8 @@ inline Operation Optimizer::minimize(Output loss, std::optional<Variable> global
   return apply_gradients(grads, std::move(global_step), name);
 }
 
-inline GradsAndVars Optimizer::compute_gradients(Output loss,
-                                                 const std::vector<Variable>& var_list) {
+PSFLOW_DECL GradsAndVars Optimizer::compute_gradients(Output loss,
+                                                      const std::vector<Variable>& var_list) {
   if (!loss.valid()) throw InvalidArgument("compute_gradients: the loss is an empty Output");
   std::vector<Variable> vars = var_list.empty() ? trainable_variables(loss.graph()) : var_list;
   if (vars.empty())
@@ -320,9 +329,9 @@ inline GradsAndVars Optimizer::compute_gradients(Output loss,
   return out;
 }
 
-inline Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
-                                            std::optional<Variable> global_step,
-                                            std::string_view name) {
+PSFLOW_DECL Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
+                                                 std::optional<Variable> global_step,
+                                                 std::string_view name) {
   if (grads_and_vars.empty())
     throw InvalidArgument("apply_gradients: no (gradient, variable) pairs given");
   std::vector<std::pair<Output, Variable>> pairs;
@@ -409,8 +418,8 @@ inline Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
   return ops::assign_add(global_step->ref(), one, leaf).op();
 }
 
-inline std::optional<Variable> Optimizer::get_slot(const Variable& var,
-                                                   std::string_view slot_name) const {
+PSFLOW_DECL std::optional<Variable> Optimizer::get_slot(const Variable& var,
+                                                        std::string_view slot_name) const {
   auto named = slots_.find(std::string(slot_name));
   if (named == slots_.end()) return std::nullopt;
   auto it = named->second.find(key_of(var));
@@ -418,13 +427,13 @@ inline std::optional<Variable> Optimizer::get_slot(const Variable& var,
   return it->second;
 }
 
-inline std::vector<std::string> Optimizer::get_slot_names() const {
+PSFLOW_DECL std::vector<std::string> Optimizer::get_slot_names() const {
   std::vector<std::string> names;
   for (const auto& [slot_name, vars] : slots_) names.push_back(slot_name);
   return names;
 }
 
-inline std::vector<Variable> Optimizer::variables(const Graph& graph) const {
+PSFLOW_DECL std::vector<Variable> Optimizer::variables(const Graph& graph) const {
   std::vector<Variable> out;
   for (const auto& [slot_name, vars] : slots_)
     for (const auto& [key, v] : vars)
@@ -436,9 +445,9 @@ inline std::vector<Variable> Optimizer::variables(const Graph& graph) const {
   return out;
 }
 
-inline Variable Optimizer::get_or_make_slot(const Variable& var, const Initializer& init,
-                                            const std::string& slot_name,
-                                            const std::string& op_name) {
+PSFLOW_DECL Variable Optimizer::get_or_make_slot(const Variable& var, const Initializer& init,
+                                                 const std::string& slot_name,
+                                                 const std::string& op_name) {
   auto& named = slots_[slot_name];
   if (auto it = named.find(key_of(var)); it != named.end()) return it->second;
   Graph& graph = var.graph();
@@ -457,15 +466,15 @@ inline Variable Optimizer::get_or_make_slot(const Variable& var, const Initializ
   return slot;
 }
 
-inline Variable Optimizer::slot(const Variable& var, const std::string& slot_name) const {
+PSFLOW_DECL Variable Optimizer::slot(const Variable& var, const std::string& slot_name) const {
   if (auto s = get_slot(var, slot_name)) return *s;
   throw Internal(name_ + ": variable '" + var.name() + "' has no slot '" + slot_name +
                  "' (create_slots must make it before apply_dense)");
 }
 
-inline Variable Optimizer::get_or_create_non_slot_variable(const std::string& name,
-                                                           double initial_value,
-                                                           const Variable& colocate_with) {
+PSFLOW_DECL Variable Optimizer::get_or_create_non_slot_variable(const std::string& name,
+                                                                double initial_value,
+                                                                const Variable& colocate_with) {
   Graph& graph = colocate_with.graph();
   const VarKey key{graph.uid(), name};
   if (auto it = non_slot_.find(key); it != non_slot_.end()) return it->second;
@@ -478,10 +487,11 @@ inline Variable Optimizer::get_or_create_non_slot_variable(const std::string& na
   return v;
 }
 
-inline std::optional<Variable> Optimizer::non_slot_variable(const Graph& graph,
-                                                            const std::string& name) const {
+PSFLOW_DECL std::optional<Variable> Optimizer::non_slot_variable(const Graph& graph,
+                                                                 const std::string& name) const {
   if (auto it = non_slot_.find(VarKey{graph.uid(), name}); it != non_slot_.end()) return it->second;
   return std::nullopt;
 }
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

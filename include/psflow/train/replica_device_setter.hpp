@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/core/device_spec.hpp"
 #include "psflow/core/dtype.hpp"
 #include "psflow/core/error.hpp"
@@ -82,26 +83,26 @@ struct ReplicaDeviceSetterOptions {
 // Throws InvalidArgument at once for a malformed ps_device or worker_device (TF fails later, on
 // the first op). The returned function throws InvalidArgument if the strategy returns a task
 // index that does not fit a device string, and whatever the strategy throws.
-inline DeviceFunction replica_device_setter(ReplicaDeviceSetterOptions options);
+PSFLOW_DECL DeviceFunction replica_device_setter(ReplicaDeviceSetterOptions options);
 
 // TF's _RoundRobinStrategy: 0, 1, ..., num_tasks - 1, 0, ... one step per call. Throws
 // InvalidArgument for num_tasks == 0.
-inline PsStrategy round_robin_strategy(std::size_t num_tasks);
+PSFLOW_DECL PsStrategy round_robin_strategy(std::size_t num_tasks);
 
 // TF contrib's GreedyLoadBalancingStrategy: returns the task with the least total load so far
 // (the lowest index on ties, like numpy's argmin), then adds load_fn(op) to it. Sensitive to the
 // order in which variables are created. Throws InvalidArgument for num_tasks == 0 or an empty
 // load_fn.
-inline PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks, LoadFunction load_fn);
+PSFLOW_DECL PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks, LoadFunction load_fn);
 // The same with byte_size_load_fn: spreads variables over the ps tasks by their size in bytes.
-inline PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks);
+PSFLOW_DECL PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks);
 
 // TF contrib's byte_size_load_fn: the size in bytes of `op`'s single output, element count x
 // dtype size; a VariableV2 of shape {2, 3} and float32 counts 24. The output's shape is used, or
 // when it is not fully known the op's "shape" attribute (TF does the same for legacy scalar
 // variables). Throws InvalidArgument, as TF raises ValueError, for an op without exactly one
 // output or whose shape is not fully known (e.g. a Placeholder with a -1 dimension).
-inline std::size_t byte_size_load_fn(const Operation& op);
+PSFLOW_DECL std::size_t byte_size_load_fn(const Operation& op);
 
 // ---------------------------------------------------------------------------------------------
 // Implementation.
@@ -147,12 +148,23 @@ struct ReplicaDeviceChooser {
   }
 };
 
-// The device function used when there are no ps tasks: the op keeps its device so far.
-inline std::string keep_device(const Operation& op) { return op.device(); }
-
 }  // namespace detail
 
-inline DeviceFunction replica_device_setter(ReplicaDeviceSetterOptions options) {
+}  // namespace psflow::train
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::train::detail {
+
+// The device function used when there are no ps tasks: the op keeps its device so far.
+PSFLOW_DECL std::string keep_device(const Operation& op) { return op.device(); }
+
+}  // namespace psflow::train::detail
+
+namespace psflow::train {
+
+PSFLOW_DECL DeviceFunction replica_device_setter(ReplicaDeviceSetterOptions options) {
   const DeviceSpec ps_device = DeviceSpec::parse(options.ps_device);
   const DeviceSpec worker_device = DeviceSpec::parse(options.worker_device);
   std::size_t ps_tasks = options.ps_tasks;
@@ -174,7 +186,7 @@ inline DeviceFunction replica_device_setter(ReplicaDeviceSetterOptions options) 
   return chooser;
 }
 
-inline PsStrategy round_robin_strategy(std::size_t num_tasks) {
+PSFLOW_DECL PsStrategy round_robin_strategy(std::size_t num_tasks) {
   if (num_tasks == 0) {
     throw InvalidArgument("round_robin_strategy: num_tasks is 0; give the number of ps tasks");
   }
@@ -186,7 +198,7 @@ inline PsStrategy round_robin_strategy(std::size_t num_tasks) {
   };
 }
 
-inline PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks, LoadFunction load_fn) {
+PSFLOW_DECL PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks, LoadFunction load_fn) {
   if (num_tasks == 0) {
     throw InvalidArgument(
         "greedy_load_balancing_strategy: num_tasks is 0; give the number of ps tasks");
@@ -204,12 +216,12 @@ inline PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks, LoadFunc
   };
 }
 
-inline PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks) {
+PSFLOW_DECL PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks) {
   return greedy_load_balancing_strategy(
       num_tasks, [](const Operation& op) { return static_cast<double>(byte_size_load_fn(op)); });
 }
 
-inline std::size_t byte_size_load_fn(const Operation& op) {
+PSFLOW_DECL std::size_t byte_size_load_fn(const Operation& op) {
   if (op.num_outputs() != 1) {
     throw InvalidArgument("byte_size_load_fn: op '" + op.name() + "' (" + op.type() + ") has " +
                           std::to_string(op.num_outputs()) +
@@ -235,3 +247,5 @@ inline std::size_t byte_size_load_fn(const Operation& op) {
 }
 
 }  // namespace psflow::train
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "psflow/core/compilation.hpp"
 #include "psflow/train/optimizer.hpp"
 
 namespace psflow::train {
@@ -43,47 +44,9 @@ class RMSPropOptimizer : public Optimizer {
   bool centered() const noexcept { return centered_; }
 
  protected:
-  void create_slots(const std::vector<Variable>& var_list) override {
-    for (const auto& v : var_list) {
-      get_or_make_slot(v, constant_initializer(1.0), "rms", name());
-      if (centered_) zeros_slot(v, "mg", name());
-      zeros_slot(v, "momentum", name());
-    }
-  }
-
-  Operation apply_dense(Output grad, const Variable& var) override {
-    if (centered_)
-      return ops::apply_centered_rms_prop(
-                 var.ref(), slot(var, "mg").ref(), slot(var, "rms").ref(),
-                 slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var),
-                 constant_like(var, decay_, "decay"), constant_like(var, momentum_, "momentum"),
-                 constant_like(var, epsilon_, "epsilon"), grad, "ApplyCenteredRMSProp")
-          .op();
-    return ops::apply_rms_prop(var.ref(), slot(var, "rms").ref(), slot(var, "momentum").ref(),
-                               learning_rate_for(learning_rate_, var),
-                               constant_like(var, decay_, "decay"),
-                               constant_like(var, momentum_, "momentum"),
-                               constant_like(var, epsilon_, "epsilon"), grad, "ApplyRMSProp")
-        .op();
-  }
-
-  Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override {
-    const IndexedSlices rows = deduplicate(grad);
-    if (centered_)
-      return ops::sparse_apply_centered_rms_prop(
-                 var.ref(), slot(var, "mg").ref(), slot(var, "rms").ref(),
-                 slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var),
-                 constant_like(var, decay_, "decay"), constant_like(var, momentum_, "momentum"),
-                 constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices,
-                 "SparseApplyCenteredRMSProp")
-          .op();
-    return ops::sparse_apply_rms_prop(
-               var.ref(), slot(var, "rms").ref(), slot(var, "momentum").ref(),
-               learning_rate_for(learning_rate_, var), constant_like(var, decay_, "decay"),
-               constant_like(var, momentum_, "momentum"), constant_like(var, epsilon_, "epsilon"),
-               rows.values, rows.indices, "SparseApplyRMSProp")
-        .op();
-  }
+  PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
+  PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
+  PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
 
  private:
   LearningRate learning_rate_;
@@ -92,5 +55,51 @@ class RMSPropOptimizer : public Optimizer {
   double epsilon_;
   bool centered_;
 };
+
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+void RMSPropOptimizer::create_slots(const std::vector<Variable>& var_list) {
+  for (const auto& v : var_list) {
+    get_or_make_slot(v, constant_initializer(1.0), "rms", name());
+    if (centered_) zeros_slot(v, "mg", name());
+    zeros_slot(v, "momentum", name());
+  }
+}
+
+Operation RMSPropOptimizer::apply_dense(Output grad, const Variable& var) {
+  if (centered_)
+    return ops::apply_centered_rms_prop(
+               var.ref(), slot(var, "mg").ref(), slot(var, "rms").ref(),
+               slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var),
+               constant_like(var, decay_, "decay"), constant_like(var, momentum_, "momentum"),
+               constant_like(var, epsilon_, "epsilon"), grad, "ApplyCenteredRMSProp")
+        .op();
+  return ops::apply_rms_prop(var.ref(), slot(var, "rms").ref(), slot(var, "momentum").ref(),
+                             learning_rate_for(learning_rate_, var),
+                             constant_like(var, decay_, "decay"),
+                             constant_like(var, momentum_, "momentum"),
+                             constant_like(var, epsilon_, "epsilon"), grad, "ApplyRMSProp")
+      .op();
+}
+
+Operation RMSPropOptimizer::apply_sparse(const IndexedSlices& grad, const Variable& var) {
+  const IndexedSlices rows = deduplicate(grad);
+  if (centered_)
+    return ops::sparse_apply_centered_rms_prop(
+               var.ref(), slot(var, "mg").ref(), slot(var, "rms").ref(),
+               slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var),
+               constant_like(var, decay_, "decay"), constant_like(var, momentum_, "momentum"),
+               constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices,
+               "SparseApplyCenteredRMSProp")
+        .op();
+  return ops::sparse_apply_rms_prop(
+             var.ref(), slot(var, "rms").ref(), slot(var, "momentum").ref(),
+             learning_rate_for(learning_rate_, var), constant_like(var, decay_, "decay"),
+             constant_like(var, momentum_, "momentum"), constant_like(var, epsilon_, "epsilon"),
+             rows.values, rows.indices, "SparseApplyRMSProp")
+      .op();
+}
+
+#endif  // PSFLOW_COMPILES_IMPLEMENTATION
 
 }  // namespace psflow::train

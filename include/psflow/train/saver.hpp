@@ -174,10 +174,10 @@ struct CheckpointState {
   std::vector<std::string> all_model_checkpoint_paths;  // those still kept, oldest first
 };
 
-// TF's tf.train.get_checkpoint_state: `dir`'s state file, relative paths made relative to `dir`
+// TF's tf.train.get_checkpoint_state: `dir`'s state file, relative paths joined onto `dir`
 // (as TF does); nullopt when `dir` has none. Throws DataLoss naming the state file when it cannot
 // be parsed.
-std::optional<CheckpointState> get_checkpoint_state(std::string_view dir);
+PSFLOW_DECL std::optional<CheckpointState> get_checkpoint_state(std::string_view dir);
 
 // Implementation, compiled where psflow's is (core/compilation.hpp).
 #if PSFLOW_COMPILES_IMPLEMENTATION
