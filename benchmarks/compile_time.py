@@ -9,6 +9,10 @@ install's include directory added, in both modes:
   separate      -DPSFLOW_SEPARATE_COMPILATION: the file only declares psflow's implementation,
                 which one other file compiles once (psflow/impl/src.hpp, the CMake target
                 psflow::compiled); that file's time is reported too.
+Two more rows say where the header-only time goes (no target): the first program's front end
+alone (-fsyntax-only: parsing and template instantiation, no code generated), and a file that
+includes only the outside headers psflow's headers include (Asio and its TLS, nlohmann-json,
+xtensor, Boost.Serialization, OpenSSL, the standard library: the floor no psflow change lowers).
 Every compilation runs --runs times (default 3), in rounds that compile each file once; the
 median time and the largest peak memory (of the compiler process) are kept.
 
@@ -39,6 +43,18 @@ def first_program():
     if not match or "psflow/psflow.hpp" not in match.group(1):
         sys.exit("compile_time: README.md has no 'A first program' C++ block including psflow.hpp")
     return match.group(1)
+
+
+def outside_headers(include):
+    """A file including every outside header that psflow's installed headers include."""
+    found = set()
+    for folder, _, files in os.walk(os.path.join(include, "psflow")):
+        for name in files:
+            with open(os.path.join(folder, name)) as f:
+                found.update(re.findall(r'^\s*#\s*include <([^>]+)>', f.read(), re.M))
+    # sanitizer/ headers are included only in sanitizer builds
+    found = sorted(h for h in found if not h.startswith(("psflow/", "sanitizer/")))
+    return "".join(f"#include <{h}>\n" for h in found) + "int main() {}\n"
 
 
 def install(prefix, build_dir):
@@ -91,7 +107,8 @@ def main():
         include = os.path.join(prefix, "include")
         for name, text in [("first.cpp", first_program()),
                            ("asio.cpp", "#include <boost/asio.hpp>\nint main() {}\n"),
-                           ("src.cpp", "#include <psflow/impl/src.hpp>\n")]:
+                           ("src.cpp", "#include <psflow/impl/src.hpp>\n"),
+                           ("outside.cpp", outside_headers(include))]:
             with open(os.path.join(work, name), "w") as f:
                 f.write(text)
         base = [args.cxx, "-std=c++20", "-O0", "-c", "-o", os.devnull]
@@ -105,6 +122,11 @@ def main():
              base + separate + ["-I" + include, os.path.join(work, "first.cpp")]),
             ("psflow/impl/src.hpp, compiled once per program", "library",
              base + separate + ["-I" + include, os.path.join(work, "src.cpp")]),
+            ("first program, header-only, front end only (-fsyntax-only)", "front end",
+             [args.cxx, "-std=c++20", "-O0", "-fsyntax-only", "-I" + include,
+              os.path.join(work, "first.cpp")]),
+            ("the outside headers psflow includes, alone", "outside",
+             base + ["-I" + include, os.path.join(work, "outside.cpp")]),
         ]
         version = subprocess.run([args.cxx, "--version"], capture_output=True, text=True)
         print(f"{version.stdout.splitlines()[0]}, -O0, {args.runs} run(s) each, median time, "
