@@ -111,7 +111,8 @@ def main():
                            ("outside.cpp", outside_headers(include))]:
             with open(os.path.join(work, name), "w") as f:
                 f.write(text)
-        base = [args.cxx, "-std=c++20", "-O0", "-c", "-o", os.devnull]
+        compiler = [args.cxx, "-std=c++20", "-O0"]
+        base = compiler + ["-c", "-o", os.devnull]
         separate = ["-DPSFLOW_SEPARATE_COMPILATION"]
         rows = [
             ("boost/asio.hpp alone (the baseline)", "baseline",
@@ -123,8 +124,7 @@ def main():
             ("psflow/impl/src.hpp, compiled once per program", "library",
              base + separate + ["-I" + include, os.path.join(work, "src.cpp")]),
             ("first program, header-only, front end only (-fsyntax-only)", "front end",
-             [args.cxx, "-std=c++20", "-O0", "-fsyntax-only", "-I" + include,
-              os.path.join(work, "first.cpp")]),
+             compiler + ["-fsyntax-only", "-I" + include, os.path.join(work, "first.cpp")]),
             ("the outside headers psflow includes, alone", "outside",
              base + ["-I" + include, os.path.join(work, "outside.cpp")]),
         ]

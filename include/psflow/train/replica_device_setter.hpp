@@ -104,10 +104,12 @@ PSFLOW_DECL PsStrategy greedy_load_balancing_strategy(std::size_t num_tasks);
 // output or whose shape is not fully known (e.g. a Placeholder with a -1 dimension).
 PSFLOW_DECL std::size_t byte_size_load_fn(const Operation& op);
 
-// ---------------------------------------------------------------------------------------------
-// Implementation.
+}  // namespace psflow::train
 
-namespace detail {
+// Implementation, compiled where psflow's is (core/compilation.hpp).
+#if PSFLOW_COMPILES_IMPLEMENTATION
+
+namespace psflow::train::detail {
 
 // TF's _ReplicaDeviceChooser.device_function. The strategy holds the (shared) state.
 struct ReplicaDeviceChooser {
@@ -147,15 +149,6 @@ struct ReplicaDeviceChooser {
     return static_cast<int>(task);
   }
 };
-
-}  // namespace detail
-
-}  // namespace psflow::train
-
-// Implementation, compiled where psflow's is (core/compilation.hpp).
-#if PSFLOW_COMPILES_IMPLEMENTATION
-
-namespace psflow::train::detail {
 
 // The device function used when there are no ps tasks: the op keeps its device so far.
 PSFLOW_DECL std::string keep_device(const Operation& op) { return op.device(); }
