@@ -31,9 +31,7 @@ int main(int argc, char** argv) {
   flags.add("train_steps", train_steps, "global steps to train, all workers together", 1)
       .add("checkpoint_dir", checkpoint_dir, "where the chief saves checkpoints; \"\" saves none")
       .add("save_checkpoint_steps", save_checkpoint_steps, "a checkpoint every that many steps", 1)
-      .add("log_every", log_every, "print the loss every that many global steps", 1)
-      .note("--ps_hosts, --worker_hosts, --job_name, --task_index: this task (TF's flags)")
-      .note("--slurm_jobs=ps:1,worker:2 [--slurm_port_base=8888]: instead, from the Slurm step");
+      .add("log_every", log_every, "print the loss every that many global steps", 1);
   std::optional<psflow::TaskFlags> task = flags.parse_task(argc, argv);
   if (!task) flags.fail("give --job_name=ps|worker and the cluster (or use run_cluster.sh)");
 

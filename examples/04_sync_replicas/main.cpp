@@ -27,10 +27,8 @@ int main(int argc, char** argv) {
                               "one task of a cluster training y = 3x + 1 synchronously");
   flags.add("train_steps", train_steps, "global steps to train", 1)
       .add("replicas_to_aggregate", replicas_to_aggregate,
-           "gradients averaged per global step (0: one per worker)")
-      .add("log_every", log_every, "print the loss every that many global steps", 1)
-      .note("--ps_hosts, --worker_hosts, --job_name, --task_index: this task (TF's flags)")
-      .note("--slurm_jobs=ps:1,worker:2 [--slurm_port_base=8888]: instead, from the Slurm step");
+           "gradients averaged per global step (0: one per worker)", 0)
+      .add("log_every", log_every, "print the loss every that many global steps", 1);
   std::optional<psflow::TaskFlags> task = flags.parse_task(argc, argv);
   if (!task) flags.fail("give --job_name=ps|worker and the cluster (or use run_cluster.sh)");
 

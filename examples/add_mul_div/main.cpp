@@ -8,7 +8,7 @@
 // The worker prints exactly what TF's worker printed, then tells the ps to stop; both exit 0.
 // Without --job_name everything runs in this one process.
 //
-// Flags: `add_mul_div --help` prints them (kUsage below).
+// Flags: `add_mul_div --help` prints them (parse_flags below).
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -20,11 +20,12 @@
 #include <vector>
 
 #include "common/explain_flag.hpp"
+#include "common/flags.hpp"
 
 namespace {
 
-constexpr const char* kUsage =
-    R"(add_mul_div: the seed's TF1 example. A ps task holds the variables w and b; a worker
+constexpr const char* kAbout =
+    R"(the seed's TF1 example. A ps task holds the variables w and b; a worker
 computes w+b, w*b and w/b five times and prints them as TF's worker did.
 
   add_mul_div --job_name=ps          # holds w and b, serves until the worker is done
@@ -32,30 +33,12 @@ computes w+b, w*b and w/b five times and prints them as TF's worker did.
   add_mul_div                        # everything in this process
   ./scripts/demo.sh [flags]          # builds and runs both, each line labelled
 
-Flags (defaults in parentheses):
-  --ps_hosts (127.0.0.1:2223) --worker_hosts (127.0.0.1:1234) --job_name --task_index
-                                 the cluster and this task (TF_CONFIG when no *_hosts flag)
-  --slurm_jobs=ps:1,worker:1 --slurm_port_base (8888)
-                                 instead: the cluster and this task from the Slurm step
-                                 (deploy/slurm/psflow.sbatch)
-  --logdir (./simple_log)        the Supervisor restores the latest checkpoint there, or
-                                 initializes the variables and saves
-  --interval_ms (1000)           pause between two results (0: none)
-  --connect_timeout_s (30)       how long to wait for the ps to come up
-  --bind_all                     listen on every interface, not only on this task's address
-  --secret_file                  a file with the cluster secret: only tasks that know it get in
-                                 (default: the environment variable PSFLOW_CLUSTER_SECRET; see
-                                 docs/security.md)
-  --tls_cert --tls_key --tls_ca  this task's certificate, its key and the cluster's CA (PEM
-                                 files): mutual TLS between the tasks (all three; see
-                                 docs/security.md)
-  --heartbeat_timeout_s (10)     a peer silent this long is declared dead (0: never)
-  --explain, --explain=words     the worker prints where each op runs and what crosses processes;
-                                 the ps logs what it does each step
-  --explain=dot --explain_dir (.)   the worker writes add_mul_div_graph.dot (and .svg with
-                                 Graphviz) into that directory and logs the paths
-  --help                         this text
-)";
+Without --ps_hosts, --worker_hosts and TF_CONFIG the cluster is the seed's: ps 127.0.0.1:2223,
+worker 127.0.0.1:1234.)";
+
+// The seed's cluster: one ps and one worker on this machine.
+const std::vector<std::string> kSeedCluster{"--ps_hosts=127.0.0.1:2223",
+                                            "--worker_hosts=127.0.0.1:1234"};
 
 struct DemoFlags {
   psflow::TaskFlags task;
@@ -66,68 +49,34 @@ struct DemoFlags {
   std::string logdir = "./simple_log";
 };
 
-bool take_flag(const std::string& arg, const std::string& name, std::string& value) {
-  const std::string prefix = "--" + name + "=";
-  if (arg.rfind(prefix, 0) != 0) return false;
-  value = arg.substr(prefix.size());
-  return true;
-}
-
-// A number flag's value, or InvalidArgument naming the flag.
-double number_flag(const std::string& name, const std::string& value, double min) {
-  std::size_t used = 0;
-  double number = 0;
-  try {
-    number = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != value.size() || !(number >= min))
-    throw psflow::InvalidArgument("--" + name + "='" + value +
-                                  "': give a number >= " + std::to_string(static_cast<int>(min)));
-  return number;
-}
-
 DemoFlags parse_flags(int argc, char** argv) {
   DemoFlags flags;
+  example::ExampleFlags reader("add_mul_div", kAbout);
+  reader
+      .add("logdir", flags.logdir,
+           "the Supervisor restores the latest checkpoint there, or\n"
+           "initializes the variables and saves")
+      .add("interval_ms", flags.interval_ms, "pause between two results (0: none)", 0)
+      .add("connect_timeout_s", flags.connect_timeout_s, "how long to wait for the ps to come up",
+           0.0);
+  flags.explain.add_to(reader, "the worker (a ps logs its steps)", "add_mul_div");
+  // A task of the seed's cluster unless the command line or TF_CONFIG names another.
   std::vector<std::string> args(argv, argv + argc);
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h" || a == "-help") {
-      std::cout << kUsage;
-      std::exit(0);
-    }
   const char* tf_config = std::getenv("TF_CONFIG");
-  bool has_hosts = false, has_job = false;
+  bool has_cluster = tf_config && *tf_config, has_job = false;
   for (const auto& a : args) {
-    has_hosts = has_hosts || a.rfind("--ps_hosts", 0) == 0 || a.rfind("--worker_hosts", 0) == 0;
+    has_cluster = has_cluster || a.rfind("--ps_hosts", 0) == 0 ||
+                  a.rfind("--worker_hosts", 0) == 0 || a.rfind("--slurm_jobs", 0) == 0;
     has_job = has_job || a.rfind("--job_name", 0) == 0;
-    if (a.rfind("--slurm_jobs", 0) == 0) has_hosts = has_job = true;  // the Slurm step's cluster
   }
-  flags.distributed = has_job || (tf_config && *tf_config);
-  if (!has_hosts && !(tf_config && *tf_config)) {  // the seed's cluster
-    args.push_back("--ps_hosts=127.0.0.1:2223");
-    args.push_back("--worker_hosts=127.0.0.1:1234");
-  }
-  if (!flags.distributed) args.push_back("--job_name=worker");
-  flags.task = psflow::TaskFlags::parse(
-      args, tf_config ? std::optional<std::string_view>(tf_config) : std::nullopt);
-  for (std::size_t i = 1; i < flags.task.remaining_args.size(); ++i) {
-    const std::string& arg = flags.task.remaining_args[i];
-    std::string value;
-    if (arg == "--explain")
-      flags.explain.take("explain", "true");
-    else if (take_flag(arg, "explain", value) || take_flag(arg, "explain_dir", value))
-      flags.explain.take(arg.substr(2, arg.find('=') - 2), value);
-    else if (take_flag(arg, "logdir", value))
-      flags.logdir = value;
-    else if (take_flag(arg, "interval_ms", value))
-      flags.interval_ms = static_cast<int>(number_flag("interval_ms", value, 0));
-    else if (take_flag(arg, "connect_timeout_s", value))
-      flags.connect_timeout_s = number_flag("connect_timeout_s", value, 0);
-    else
-      throw psflow::InvalidArgument("unknown flag '" + arg +
-                                    "': run add_mul_div --help for the flags");
-  }
+  if (has_job && !has_cluster)
+    args.insert(args.begin() + 1, kSeedCluster.begin(), kSeedCluster.end());
+  const std::optional<psflow::TaskFlags> task = reader.parse_task(args);
+  flags.distributed = task.has_value();
+  // In one process: the seed's cluster names the devices; this process runs them all.
+  std::vector<std::string> in_process{"add_mul_div", "--job_name=worker"};
+  in_process.insert(in_process.end(), kSeedCluster.begin(), kSeedCluster.end());
+  flags.task = task ? *task : psflow::TaskFlags::parse(in_process, std::nullopt);
   return flags;
 }
 

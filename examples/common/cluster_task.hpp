@@ -1,5 +1,5 @@
-// What the example trainers (examples/trainer, examples/ctr) share: flag parsing with TF's
-// --ps_hosts/--worker_hosts/--job_name/--task_index (or TF_CONFIG), one BLAS thread per
+// What the example trainers (examples/trainer, examples/ctr) share: the flags of every task
+// (parse_task_options: the deadlines, --progress, and TF's cluster flags), one BLAS thread per
 // process, logging, progress lines, and the end of a training run, where the chief stops the ps
 // tasks only after every other worker has said it is done (the handshake is explained in
 // examples/trainer/main.cpp, at the top).
@@ -16,8 +16,9 @@
 #include <psflow/psflow.hpp>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <vector>
+
+#include "common/flags.hpp"
 
 // OpenBLAS's own threads (one per core, busy-waiting between calls) fight psflow's inter-op
 // threads and the other tasks on the same cores: with them a step costs 2-3 times the CPU.
@@ -55,27 +56,7 @@ inline double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// `text` as a number >= min, or InvalidArgument naming the flag and where its doc is.
-template <class T>
-T parse_number(const std::string& name, const std::string& text, T min) {
-  std::size_t used = 0;
-  T value{};
-  try {
-    if constexpr (std::is_floating_point_v<T>)
-      value = static_cast<T>(std::stod(text, &used));
-    else
-      value = static_cast<T>(std::stoll(text, &used));
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || value < min)
-    throw psflow::InvalidArgument(
-        "--" + name + "='" + text + "' is not a number >= " + std::to_string(min) +
-        " (see the comment at the top of examples/" + program_name() + "/main.cpp)");
-  return value;
-}
-
-// The flags every example task takes; the example's own flags go to `example_flag`.
+// The flags every example task takes (parse_task_options registers them).
 struct TaskOptions {
   bool distributed = false;  // --job_name or TF_CONFIG given: one task of a cluster
   psflow::TaskFlags task;
@@ -91,112 +72,35 @@ struct TaskOptions {
   std::size_t index() const { return distributed ? task.task_index : 0; }
 };
 
-// The flags parse_task_flags reads for every program, as --help lists them.
-inline constexpr const char* kTaskFlagsHelp = R"(
-Flags of every task (defaults in parentheses):
-  --ps_hosts --worker_hosts --job_name --task_index   the cluster and this task (TaskFlags;
-                                 TF_CONFIG when no *_hosts flag is given). Without --job_name and
-                                 TF_CONFIG everything runs in this one process.
-  --slurm_jobs=ps:1,worker:3 --slurm_port_base (8888)   instead: the cluster and this task from
-                                 the Slurm step (deploy/slurm/psflow.sbatch)
-  --connect_timeout_s (30)       how long to wait for a task that is not up yet
-  --bind_all                     listen on every interface, not only on this task's address
-  --secret_file                  a file with the cluster secret: only tasks that know it get in
-                                 (default: the environment variable PSFLOW_CLUSTER_SECRET)
-  --tls_cert --tls_key --tls_ca  this task's certificate, its key and the cluster's CA (PEM
-                                 files): mutual TLS between the tasks (all three; see
-                                 docs/security.md)
-  --heartbeat_timeout_s (10)     a peer silent this long is declared dead (0: never)
-  --recovery_deadline_s (60)     how long MonitoredTrainingSession retries after a failure
-  --shutdown_wait_s (60)         chief: how long to wait for the other workers to finish
-  --progress (auto)              a line with the global step, steps/s, ETA and loss: auto: on a
-                                 terminal one live line (any worker), else a plain line every
-                                 --progress_every_s (chief only); live | plain: that mode on every
-                                 worker; false: none
-  --progress_every_s (30)        plain progress lines' interval
-  --help                         this text
-)";
-
-// --help (or -h) before any "--": prints `usage` (what the program does and its own flags) and
-// kTaskFlagsHelp to standard output and exits 0.
-inline void print_help_if_asked(int argc, char** argv, std::string_view usage) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--") return;
-    if (arg == "--help" || arg == "-h" || arg == "-help") {
-      std::cout << usage << kTaskFlagsHelp << std::flush;
-      std::exit(0);
-    }
-  }
-}
-
-// Parses argv: the cluster flags, the common ones above, and calls
-// example_flag(name, value) for every other "--name=value" / "--name value"; it returns false
-// for a name it does not know. `switches` are flags that may stand alone ("--sync_replicas").
-inline TaskOptions parse_task_flags(
-    int argc, char** argv, const std::vector<std::string>& switches,
-    const std::function<bool(const std::string& name, const std::string& value)>& example_flag) {
+// Registers the flags of TaskOptions with `flags` and reads the command line: psflow::TaskFlags
+// the cluster flags (with --job_name or TF_CONFIG), `flags` everything else. A bad flag exits 2
+// (ExampleFlags).
+inline TaskOptions parse_task_options(example::ExampleFlags& flags, int argc, char** argv) {
   TaskOptions options;
-  std::vector<std::string> args(argv, argv + argc);
-  const char* tf_config = std::getenv("TF_CONFIG");
-  const bool have_tf_config = tf_config && *tf_config;
-  bool has_job = false;
-  for (const auto& a : args)
-    has_job = has_job || a.rfind("--job_name", 0) == 0 || a.rfind("-job_name", 0) == 0 ||
-              a.rfind("--slurm_jobs", 0) == 0;
-  options.distributed = has_job || have_tf_config;
-  std::vector<std::string> rest = args;
-  if (options.distributed) {
-    options.task = psflow::TaskFlags::parse(
-        args, have_tf_config ? std::optional<std::string_view>(tf_config) : std::nullopt);
-    rest = options.task.remaining_args;
-  } else {
-    for (const auto& a : args)
-      if (a.rfind("--ps_hosts", 0) == 0 || a.rfind("--worker_hosts", 0) == 0 ||
-          a.rfind("--task_index", 0) == 0)
-        throw psflow::InvalidArgument(
-            "'" + a +
-            "' without --job_name: pass --job_name=ps or --job_name=worker (and "
-            "--task_index) to run one task of a cluster, or none of these flags to "
-            "train in this process");
-  }
-  for (std::size_t i = 1; i < rest.size(); ++i) {
-    std::string arg = rest[i];
-    if (arg.rfind("--", 0) != 0) throw psflow::InvalidArgument("unexpected argument '" + arg + "'");
-    arg = arg.substr(2);
-    std::string name = arg, value;
-    if (std::find(switches.begin(), switches.end(), arg) != switches.end()) {
-      example_flag(arg, "true");
-      continue;
-    }
-    if (const auto eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < rest.size()) {
-      value = rest[++i];
-    } else {
-      throw psflow::InvalidArgument("flag --" + name + " needs a value (--" + name + "=<value>)");
-    }
-    if (name == "connect_timeout_s")
-      options.connect_timeout_s = parse_number<double>(name, value, 0.1);
-    else if (name == "heartbeat_timeout_s")  // TaskFlags reads it; in one process it is moot
-      (void)parse_number<double>(name, value, 0);
-    else if (name == "recovery_deadline_s")
-      options.recovery_deadline_s = parse_number<double>(name, value, 0);
-    else if (name == "shutdown_wait_s")
-      options.shutdown_wait_s = parse_number<double>(name, value, 0);
-    else if (name == "progress" && (value == "auto" || value == "true" || value == "live" ||
-                                    value == "plain" || value == "false"))
-      options.progress = value == "true" ? "auto" : value;
-    else if (name == "progress")
-      throw psflow::InvalidArgument("--progress='" + value +
-                                    "': choose auto, live, plain or false (no progress line)");
-    else if (name == "progress_every_s")
-      options.progress_every_s = parse_number<double>(name, value, 0.1);
-    else if (!example_flag(name, value))
-      throw psflow::InvalidArgument("unknown flag '--" + name + "': run " + program_name() +
-                                    " --help for the flags");
-  }
+  flags
+      .add("connect_timeout_s", options.connect_timeout_s,
+           "how long to wait for a task that is not up yet", 0.1)
+      .add("recovery_deadline_s", options.recovery_deadline_s,
+           "how long MonitoredTrainingSession retries after a failure", 0.0)
+      .add("shutdown_wait_s", options.shutdown_wait_s,
+           "chief: how long to wait for the other workers to finish", 0.0)
+      .add("progress",
+           "a line with the global step, steps/s, ETA and loss: auto: on a\n"
+           "terminal one live line (any worker), else a plain line every\n"
+           "--progress_every_s (chief only); live | plain: that mode on every\n"
+           "worker; false: none",
+           options.progress, "auto, live, plain or false", false,
+           [&options](const std::string& value) {
+             if (value != "auto" && value != "true" && value != "live" && value != "plain" &&
+                 value != "false")
+               return false;
+             options.progress = value == "true" ? "auto" : value;
+             return true;
+           })
+      .add("progress_every_s", options.progress_every_s, "plain progress lines' interval", 0.1);
+  std::optional<psflow::TaskFlags> task = flags.parse_task(argc, argv);
+  options.distributed = task.has_value();
+  if (task) options.task = std::move(*task);
   return options;
 }
 

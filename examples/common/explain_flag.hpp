@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/flags.hpp"
+
 namespace explain_flag {
 
 struct ExplainFlag {
@@ -23,23 +25,27 @@ struct ExplainFlag {
   Mode mode = Mode::off;
   std::string dir = ".";
 
-  // Takes --explain (value "true" when given alone) and --explain_dir; false for other flags.
-  bool take(const std::string& name, const std::string& value) {
-    if (name == "explain_dir") {
-      dir = value;
-      return true;
-    }
-    if (name != "explain") return false;
-    if (value == "true" || value == "words")
-      mode = Mode::words;
-    else if (value == "dot")
-      mode = Mode::dot;
-    else if (value == "false")
-      mode = Mode::off;
-    else
-      throw psflow::InvalidArgument("--explain='" + value +
-                                    "': choose --explain (or --explain=words) or --explain=dot");
-    return true;
+  // Registers --explain (alone: words) and --explain_dir; `who` says which task explains and
+  // `program` names the .dot file.
+  void add_to(example::ExampleFlags& flags, const std::string& who, const std::string& program) {
+    flags
+        .add("explain",
+             who + ": what a step runs where and what crosses processes,\n" +
+                 "in words (--explain=words too) or as " + program + "_graph.dot/.svg\n" +
+                 "(--explain=dot)",
+             "", "words, dot, true or false", true,
+             [this](const std::string& value) {
+               if (value == "true" || value == "words")
+                 mode = Mode::words;
+               else if (value == "dot")
+                 mode = Mode::dot;
+               else if (value == "false")
+                 mode = Mode::off;
+               else
+                 return false;
+               return true;
+             })
+        .add("explain_dir", dir, "where --explain=dot writes");
   }
 
   // Explains the run of fetches/feeds/targets through `session`: the words go to `words_out`,

@@ -30,8 +30,8 @@
 // "sqrtn") into a relu layer and 10 linear units; softmax cross-entropy. Prints
 //   test accuracy: 0.XXXX
 //
-// Flags: `ctr --help` prints them (kUsage below, and the flags of every task in
-// examples/common/cluster_task.hpp).
+// Flags: `ctr --help` prints them (add_flags below; the flags of every task in
+// examples/common/cluster_task.hpp and common/flags.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -44,36 +44,18 @@
 #include "common/cluster_task.hpp"
 #include "common/dense_layer.hpp"
 #include "common/explain_flag.hpp"
+#include "common/flags.hpp"
 #include "ctr/click_log.hpp"
 #include "ctr/metrics.hpp"
 #include "ctr/sparse_fashion_mnist.hpp"
 
-// What `ctr --help` prints (the flags every task takes follow it).
-constexpr const char* kUsage =
-    R"(ctr: a wide-and-deep click-through-rate model whose hashed embedding tables are split over
+// What `ctr --help` prints first (its flags, then the flags of every task, follow).
+constexpr const char* kAbout =
+    R"(a wide-and-deep click-through-rate model whose hashed embedding tables are split over
 the ps tasks and updated sparsely (FTRL for the wide part, Adagrad for the deep part).
 
   examples/ctr/run_local_cluster.sh --ps 2 --workers 2 -- [flags]   # a local cluster
-  ctr [flags]                                                       # in one process
-
-Flags (defaults in parentheses):
-  --data (clicks)            clicks | fashion_mnist
-  --table_rows (4194304)     rows of each hashed table
-  --dim (8)                  floats per row of the deep table
-  --hidden (64)              relu units of the deep part
-  --train_steps (6000)       global steps, all workers together
-  --batch_size (256)         examples per step and worker
-  --wide_learning_rate (0.5) --l1 (0) --l2 (0)   FTRL
-  --deep_learning_rate (0.2)                           Adagrad
-  --test_examples (100000)   clicks: held-out examples evaluated by the chief
-  --eval_batch_size (5000)
-  --data_dir (/usr/share/datasets/fashion-mnist)
-  --checkpoint_dir ("")      the chief restores from / saves to it
-  --seed (1)                 the click log's seed (its true model), and the deep init
-  --log_every_steps (500)
-  --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes,
-                             in words (stderr) or as ctr_graph.dot/.svg
-)";
+  ctr [flags]                                                       # in one process)";
 
 namespace {
 
@@ -81,7 +63,6 @@ using example_layers::dense;
 
 using cluster_task::format;
 using cluster_task::log;
-using cluster_task::parse_number;
 using cluster_task::seconds_since;
 using Clock = cluster_task::Clock;
 namespace ops = psflow::ops;
@@ -106,46 +87,34 @@ struct CtrFlags {
   explain_flag::ExplainFlag explain;  // --explain[=words|dot], --explain_dir
 };
 
-bool set_flag(CtrFlags& f, const std::string& name, const std::string& value) {
-  if (f.explain.take(name, value)) return true;
-  if (name == "data") {
-    if (value != "clicks" && value != "fashion_mnist")
-      throw psflow::InvalidArgument("--data='" + value + "': choose clicks or fashion_mnist");
-    f.data = value;
-  } else if (name == "table_rows") {
-    f.table_rows = parse_number<std::size_t>(name, value, 1);
-  } else if (name == "dim") {
-    f.dim = parse_number<std::size_t>(name, value, 1);
-  } else if (name == "hidden") {
-    f.hidden = parse_number<std::size_t>(name, value, 1);
-  } else if (name == "train_steps") {
-    f.train_steps = parse_number<std::int64_t>(name, value, 1);
-  } else if (name == "batch_size") {
-    f.batch_size = parse_number<std::size_t>(name, value, 1);
-  } else if (name == "wide_learning_rate") {
-    f.wide_learning_rate = parse_number<double>(name, value, 1e-12);
-  } else if (name == "l1") {
-    f.l1 = parse_number<double>(name, value, 0);
-  } else if (name == "l2") {
-    f.l2 = parse_number<double>(name, value, 0);
-  } else if (name == "deep_learning_rate") {
-    f.deep_learning_rate = parse_number<double>(name, value, 1e-12);
-  } else if (name == "test_examples") {
-    f.test_examples = parse_number<std::size_t>(name, value, 1);
-  } else if (name == "eval_batch_size") {
-    f.eval_batch_size = parse_number<std::size_t>(name, value, 1);
-  } else if (name == "data_dir") {
-    f.data_dir = value;
-  } else if (name == "checkpoint_dir") {
-    f.checkpoint_dir = value;
-  } else if (name == "seed") {
-    f.seed = parse_number<std::uint64_t>(name, value, 0);
-  } else if (name == "log_every_steps") {
-    f.log_every_steps = parse_number<std::int64_t>(name, value, 1);
-  } else {
-    return false;
-  }
-  return true;
+// Registers the flags of CtrFlags with `flags`.
+void add_flags(example::ExampleFlags& flags, CtrFlags& f) {
+  flags
+      .add("data", "clicks | fashion_mnist", f.data, "clicks or fashion_mnist", false,
+           [&f](const std::string& value) {
+             if (value != "clicks" && value != "fashion_mnist") return false;
+             f.data = value;
+             return true;
+           })
+      .add("table_rows", f.table_rows, "rows of each hashed table", std::size_t{1})
+      .add("dim", f.dim, "floats per row of the deep table", std::size_t{1})
+      .add("hidden", f.hidden, "relu units of the deep part", std::size_t{1})
+      .add("train_steps", f.train_steps, "global steps, all workers together", std::int64_t{1})
+      .add("batch_size", f.batch_size, "examples per step and worker", std::size_t{1})
+      .add("wide_learning_rate", f.wide_learning_rate, "FTRL's learning rate", 1e-12)
+      .add("l1", f.l1, "FTRL's l1 regularization", 0.0)
+      .add("l2", f.l2, "FTRL's l2 regularization", 0.0)
+      .add("deep_learning_rate", f.deep_learning_rate, "Adagrad's learning rate", 1e-12)
+      .add("test_examples", f.test_examples, "clicks: held-out examples evaluated by the chief",
+           std::size_t{1})
+      .add("eval_batch_size", f.eval_batch_size, "examples per evaluation run", std::size_t{1})
+      .add("data_dir", f.data_dir, "fashion_mnist: where its files are")
+      .add("checkpoint_dir", f.checkpoint_dir, "the chief restores from / saves to it")
+      .add("seed", f.seed, "the click log's seed (its true model), and the deep init",
+           std::uint64_t{0})
+      .add("log_every_steps", f.log_every_steps, "chief: log the loss every that many steps",
+           std::int64_t{1});
+  f.explain.add_to(flags, "chief", "ctr");
 }
 
 // ---- the model -------------------------------------------------------------------------------
@@ -372,14 +341,11 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
 
 int main(int argc, char** argv) {
   cluster_task::program_name() = "ctr";
-  cluster_task::print_help_if_asked(argc, argv, kUsage);
   CtrFlags flags;
+  example::ExampleFlags reader("ctr", kAbout);
+  add_flags(reader, flags);
   return cluster_task::run_task(
-      [&] {
-        return cluster_task::parse_task_flags(
-            argc, argv, {"explain"},
-            [&](const auto& name, const auto& value) { return set_flag(flags, name, value); });
-      },
+      [&] { return cluster_task::parse_task_options(reader, argc, argv); },
       [&](const cluster_task::TaskOptions& task, psflow::Server* server) {
         return run_worker(flags, task, server);
       });

@@ -39,8 +39,8 @@
 // busy-waiting threads would otherwise compete with psflow's own threads and the other tasks
 // on the same cores, and halve the throughput.
 //
-// Flags: `trainer --help` prints them (kUsage below, and the flags of every task in
-// examples/common/cluster_task.hpp).
+// Flags: `trainer --help` prints them (parse_flags below; the flags of every task in
+// examples/common/cluster_task.hpp and common/flags.hpp).
 //
 // The end of training, and why no worker trips over a stopped ps
 // ----------------------------------------------------------------
@@ -91,6 +91,7 @@
 #include "common/cluster_task.hpp"
 #include "common/dense_layer.hpp"
 #include "common/explain_flag.hpp"
+#include "common/flags.hpp"
 #include "fashion_mnist.hpp"
 #include "step_trace.hpp"
 
@@ -101,7 +102,6 @@ using example_layers::dense;
 using cluster_task::Clock;
 using cluster_task::format;
 using cluster_task::log;
-using cluster_task::parse_number;
 using cluster_task::seconds_since;
 
 // The cnn's sizes and default length (see "Models" above).
@@ -136,128 +136,91 @@ struct TrainerFlags {
   std::int64_t save_summaries_steps = 100;
 };
 
-// What `trainer --help` prints (the flags every task takes follow it).
-constexpr const char* kUsage =
-    R"(trainer: between-graph data-parallel training of a Fashion-MNIST classifier on ps and
+// What `trainer --help` prints first (its flags, then the flags of every task, follow).
+constexpr const char* kAbout =
+    R"(between-graph data-parallel training of a Fashion-MNIST classifier on ps and
 worker tasks (TF1's distributed trainer.py), or in one process.
 
   trainer --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=ps --task_index=0
   trainer --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=0
   trainer                     # everything in this process
-  examples/trainer/run_local_cluster.sh --ps 1 --workers 2 -- [flags]   # a local cluster
-
-Flags (defaults in parentheses):
-  --model (mlp)                  mlp | cnn
-  --train_steps (mlp 12000, cnn 8000)   global steps to train for (all workers together)
-  --batch_size (100)             examples per step and worker
-  --learning_rate (0.001)
-  --optimizer (adam)             sgd | momentum (0.9) | adagrad | adam | rmsprop
-  --keep_prob (0.75)             cnn: dropout's keep probability while training (1 at test)
-  --lr_decay (0.1) --lr_decay_at (0.75)   from global step lr_decay_at * train_steps on,
-                                 train with learning_rate * lr_decay (1: one rate throughout)
-  --checkpoint_dir ("")          the chief restores from / saves to it; "" for none (the
-                                 tutorial uses /tmp/train_log); a ps: where it keeps its
-                                 shards with --sharded_checkpoints
-  --save_checkpoint_steps (0)    chief: also save every that many global steps (0: only
-                                 every 600 s, at the start and at the end)
-  --sharded_checkpoints          each ps saves and restores its own variables in its own
-                                 --checkpoint_dir; the chief's holds the index and state file
-  --sync_replicas                synchronous training (SyncReplicasOptimizer)
-  --replicas_to_aggregate (all workers)   gradients averaged per global step in sync mode
-  --token_timeout_s (60)         sync mode: how long a worker waits for the chief's go-ahead
-                                 before it fails with DeadlineExceeded
-  --data_dir (/usr/share/datasets/fashion-mnist)
-  --seed (1)                     shuffling seed; worker i uses seed + i
-  --log_every_steps (500)        chief: log loss and global steps/sec every that many steps
-  --eval_batch_size (1000)
-  --explain[=words|dot] --explain_dir (.)   chief: the training step across the processes, in
-                                 words (stderr) or as trainer_graph.dot/.svg
-  --summary_dir ("")             chief: write TensorBoard event files there (scalars loss,
-                                 accuracy, learning_rate, global_step/sec and the graph);
-                                 "" for none. Open with `tensorboard --logdir DIR`.
-  --save_summaries_steps (100)   with --summary_dir: write the scalars every that many steps
-  --trace_steps ("")             e.g. 100,200: the chief traces its first step at or after
-                                 each of these global steps on every task and writes
-                                 trace_step_<N>.json (Chrome trace) into --summary_dir (or
-                                 the current directory when it is "")
-)";
+  examples/trainer/run_local_cluster.sh --ps 1 --workers 2 -- [flags]   # a local cluster)";
 
 // ---- flags -----------------------------------------------------------------------------------
 
-bool set_flag(TrainerFlags& flags, const std::string& name, const std::string& value) {
-  if (flags.explain.take(name, value)) return true;
-  if (name == "model")
-    flags.model = value;
-  else if (name == "keep_prob")
-    flags.keep_prob = parse_number<double>(name, value, 0);
-  else if (name == "train_steps")
-    flags.train_steps = parse_number<std::int64_t>(name, value, 1);
-  else if (name == "batch_size")
-    flags.batch_size = parse_number<std::size_t>(name, value, 1);
-  else if (name == "learning_rate")
-    flags.learning_rate = parse_number<double>(name, value, 0);
-  else if (name == "optimizer")
-    flags.optimizer = value;
-  else if (name == "lr_decay")
-    flags.lr_decay = parse_number<double>(name, value, 0);
-  else if (name == "lr_decay_at")
-    flags.lr_decay_at = parse_number<double>(name, value, 0);
-  else if (name == "checkpoint_dir")
-    flags.checkpoint_dir = value;
-  else if (name == "save_checkpoint_steps")
-    flags.save_checkpoint_steps = parse_number<std::int64_t>(name, value, 0);
-  else if (name == "sharded_checkpoints" && (value == "true" || value == "false"))
-    flags.sharded_checkpoints = value == "true";
-  else if (name == "sync_replicas" && (value == "true" || value == "false"))
-    flags.sync_replicas = value == "true";
-  else if (name == "replicas_to_aggregate")
-    flags.replicas_to_aggregate = parse_number<int>(name, value, 1);
-  else if (name == "token_timeout_s")
-    flags.token_timeout_s = parse_number<double>(name, value, 0.1);
-  else if (name == "data_dir")
-    flags.data_dir = value;
-  else if (name == "seed")
-    flags.seed = parse_number<std::uint64_t>(name, value, 0);
-  else if (name == "log_every_steps")
-    flags.log_every_steps = parse_number<std::int64_t>(name, value, 1);
-  else if (name == "eval_batch_size")
-    flags.eval_batch_size = parse_number<std::size_t>(name, value, 1);
-  else if (name == "trace_steps")
-    flags.tracer.set_steps(name, value);
-  else if (name == "summary_dir")
-    flags.summary_dir = value;
-  else if (name == "save_summaries_steps")
-    flags.save_summaries_steps = parse_number<std::int64_t>(name, value, 1);
-  else
-    return false;
-  return true;
-}
-
 TrainerFlags parse_flags(int argc, char** argv) {
-  TrainerFlags flags;
-  flags.cluster = cluster_task::parse_task_flags(
-      argc, argv, {"sync_replicas", "sharded_checkpoints", "explain"},
-      [&](const std::string& name, const std::string& value) {
-        return set_flag(flags, name, value);
-      });
-  if (flags.model != "mlp" && flags.model != "cnn")
-    throw psflow::InvalidArgument("--model='" + flags.model + "': choose mlp or cnn");
-  if (flags.train_steps == 0) flags.train_steps = flags.model == "cnn" ? kCnnTrainSteps : 12000;
-  if (!(flags.keep_prob > 0 && flags.keep_prob <= 1))
-    throw psflow::InvalidArgument("--keep_prob=" + std::to_string(flags.keep_prob) +
-                                  ": must be in (0, 1] (1: no dropout)");
-  if (flags.optimizer != "sgd" && flags.optimizer != "momentum" && flags.optimizer != "adagrad" &&
-      flags.optimizer != "adam" && flags.optimizer != "rmsprop")
-    throw psflow::InvalidArgument("--optimizer='" + flags.optimizer +
-                                  "': choose sgd, momentum, adagrad, adam or rmsprop");
-  const int workers = static_cast<int>(flags.cluster.num_workers());
-  if (flags.replicas_to_aggregate == 0) flags.replicas_to_aggregate = workers;
-  if (flags.sync_replicas && flags.replicas_to_aggregate > workers)
-    throw psflow::InvalidArgument(
-        "--replicas_to_aggregate=" + std::to_string(flags.replicas_to_aggregate) +
-        " is more than the " + std::to_string(workers) +
-        " worker(s): every global step would wait forever; pass at most the number of workers");
-  return flags;
+  TrainerFlags f;
+  example::ExampleFlags flags("trainer", kAbout);
+  flags.add("model", f.model, "mlp | cnn")
+      .add("train_steps", f.train_steps,
+           "global steps to train for, all workers together (0: the model's\n"
+           "default, mlp 12000, cnn 8000)",
+           std::int64_t{0})
+      .add("batch_size", f.batch_size, "examples per step and worker", std::size_t{1})
+      .add("learning_rate", f.learning_rate, "the optimizer's learning rate", 0.0)
+      .add("optimizer", f.optimizer, "sgd | momentum (0.9) | adagrad | adam | rmsprop")
+      .add("keep_prob", f.keep_prob,
+           "cnn: dropout's keep probability while training (1 at test), in (0, 1]", 0.0)
+      .add("lr_decay", f.lr_decay,
+           "from global step lr_decay_at * train_steps on, train with\n"
+           "learning_rate * lr_decay (1: one rate throughout)",
+           0.0)
+      .add("lr_decay_at", f.lr_decay_at, "see --lr_decay", 0.0)
+      .add("checkpoint_dir", f.checkpoint_dir,
+           "the chief restores from / saves to it; \"\" for none (the\n"
+           "tutorial uses /tmp/train_log); a ps: where it keeps its\n"
+           "shards with --sharded_checkpoints")
+      .add("save_checkpoint_steps", f.save_checkpoint_steps,
+           "chief: also save every that many global steps (0: only\n"
+           "every 600 s, at the start and at the end)",
+           std::int64_t{0})
+      .add("sharded_checkpoints", f.sharded_checkpoints,
+           "each ps saves and restores its own variables in its own\n"
+           "--checkpoint_dir; the chief's holds the index and state file")
+      .add("sync_replicas", f.sync_replicas, "synchronous training (SyncReplicasOptimizer)")
+      .add("replicas_to_aggregate", f.replicas_to_aggregate,
+           "gradients averaged per global step in sync mode (0: all workers)", 0)
+      .add("token_timeout_s", f.token_timeout_s,
+           "sync mode: how long a worker waits for the chief's go-ahead\n"
+           "before it fails with DeadlineExceeded",
+           0.1)
+      .add("data_dir", f.data_dir, "where the Fashion-MNIST files are")
+      .add("seed", f.seed, "shuffling seed; worker i uses seed + i", std::uint64_t{0})
+      .add("log_every_steps", f.log_every_steps,
+           "chief: log loss and global steps/sec every that many steps", std::int64_t{1})
+      .add("eval_batch_size", f.eval_batch_size, "examples per evaluation run", std::size_t{1})
+      .add("summary_dir", f.summary_dir,
+           "chief: write TensorBoard event files there (scalars loss,\n"
+           "accuracy, learning_rate, global_step/sec and the graph);\n"
+           "\"\" for none. Open with `tensorboard --logdir DIR`.")
+      .add("save_summaries_steps", f.save_summaries_steps,
+           "with --summary_dir: write the scalars every that many steps", std::int64_t{1})
+      .add("trace_steps",
+           "e.g. 100,200: the chief traces its first step at or after\n"
+           "each of these global steps on every task and writes\n"
+           "trace_step_<N>.json (Chrome trace) into --summary_dir (or\n"
+           "the current directory when it is \"\")",
+           "\"\"", "a list of global steps >= 1, like 100,200", false,
+           [&f](const std::string& value) { return f.tracer.set_steps(value); });
+  f.explain.add_to(flags, "chief", "trainer");
+  f.cluster = cluster_task::parse_task_options(flags, argc, argv);
+  if (f.model != "mlp" && f.model != "cnn")
+    flags.fail("--model='" + f.model + "': choose mlp or cnn");
+  if (f.train_steps == 0) f.train_steps = f.model == "cnn" ? kCnnTrainSteps : 12000;
+  if (!(f.keep_prob > 0 && f.keep_prob <= 1))
+    flags.fail("--keep_prob=" + std::to_string(f.keep_prob) +
+               ": must be in (0, 1] (1: no dropout)");
+  if (f.optimizer != "sgd" && f.optimizer != "momentum" && f.optimizer != "adagrad" &&
+      f.optimizer != "adam" && f.optimizer != "rmsprop")
+    flags.fail("--optimizer='" + f.optimizer + "': choose sgd, momentum, adagrad, adam or rmsprop");
+  const int workers = static_cast<int>(f.cluster.num_workers());
+  if (f.replicas_to_aggregate == 0) f.replicas_to_aggregate = workers;
+  if (f.sync_replicas && f.replicas_to_aggregate > workers)
+    flags.fail("--replicas_to_aggregate=" + std::to_string(f.replicas_to_aggregate) +
+               " is more than the " + std::to_string(workers) +
+               " worker(s): every global step would wait forever; pass at most the number of "
+               "workers");
+  return f;
 }
 
 // ---- the model -------------------------------------------------------------------------------
@@ -568,7 +531,6 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
 
 int main(int argc, char** argv) {
   cluster_task::program_name() = "trainer";
-  cluster_task::print_help_if_asked(argc, argv, kUsage);
   std::optional<TrainerFlags> flags;
   return cluster_task::run_task(
       [&] {

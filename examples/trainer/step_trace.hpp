@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <psflow/observe/chrome_trace.hpp>
 #include <psflow/runtime/step_stats.hpp>
 #include <set>
@@ -16,17 +17,22 @@
 #include <string>
 
 #include "common/cluster_task.hpp"
+#include "common/flags.hpp"
 
 namespace step_trace {
 
 class StepTracer {
  public:
-  // "100,200" (positive global steps); throws InvalidArgument otherwise.
-  void set_steps(const std::string& name, const std::string& list) {
+  // "100,200" (positive global steps); false for anything else.
+  bool set_steps(const std::string& list) {
     std::stringstream in(list);
     std::string item;
-    while (std::getline(in, item, ','))
-      pending_.insert(cluster_task::parse_number<std::int64_t>(name, item, 1));
+    while (std::getline(in, item, ',')) {
+      const std::optional<std::int64_t> step = example::parse_number<std::int64_t>(item);
+      if (!step || *step < 1) return false;
+      pending_.insert(*step);
+    }
+    return true;
   }
   void set_directory(std::string dir) { dir_ = std::move(dir); }
 

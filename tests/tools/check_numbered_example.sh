@@ -2,8 +2,9 @@
 # CTest driver of the numbered examples (examples/NN_name): runs one and checks what it prints,
 # not just its exit status. Its output goes to <check>.log in the current directory.
 #   check_numbered_example.sh SOURCE_DIR CHECK BINARY
-# CHECK is "help" (--help exits 0 and lists the flags; an unknown flag exits 2 saying so) or the
-# example's name (01_first_program, ...). Exits 0 when the check passes.
+# CHECK is "help" (--help exits 0 and lists the flags; an unknown flag exits 2 saying so; also
+# for the bundled programs, add_mul_div, trainer and ctr) or the example's name
+# (01_first_program, ...). Exits 0 when the check passes.
 set -uo pipefail
 src="$1" check="$2" bin="$3"
 log="$check-$(basename "$bin").log"
@@ -27,7 +28,7 @@ expect_number() {
 case "$check" in
   help)
     "$bin" --help > "$log" 2>&1 || fail "--help exited $?"
-    expect "Flags:"
+    expect "Flags (defaults in parentheses):"
     expect "--help"
     "$bin" --no_such_flag > "$log" 2>&1; rc=$?
     (( rc == 2 )) || fail "an unknown flag exited $rc, not 2"
