@@ -65,9 +65,9 @@ DemoFlags parse_flags(int argc, char** argv) {
   const char* tf_config = std::getenv("TF_CONFIG");
   bool has_cluster = tf_config && *tf_config, has_job = false;
   for (const auto& a : args) {
-    has_cluster = has_cluster || a.rfind("--ps_hosts", 0) == 0 ||
-                  a.rfind("--worker_hosts", 0) == 0 || a.rfind("--slurm_jobs", 0) == 0;
-    has_job = has_job || a.rfind("--job_name", 0) == 0;
+    has_cluster = has_cluster || example::is_flag(a, "ps_hosts") ||
+                  example::is_flag(a, "worker_hosts") || example::is_flag(a, "slurm_jobs");
+    has_job = has_job || example::is_flag(a, "job_name");
   }
   if (has_job && !has_cluster)
     args.insert(args.begin() + 1, kSeedCluster.begin(), kSeedCluster.end());

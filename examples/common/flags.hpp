@@ -80,6 +80,13 @@ std::string number_text(Number n) {
   }
 }
 
+// Whether `arg` is flag `name`: "--name", "--name=...", "-name" or "-name=...".
+inline bool is_flag(const std::string& arg, const std::string& name) {
+  for (const std::string prefix : {"--", "-"})
+    if (arg == prefix + name || arg.rfind(prefix + name + "=", 0) == 0) return true;
+  return false;
+}
+
 // The flags psflow::TaskFlags reads besides --job_name and --slurm_jobs: they make sense only
 // for a task of a cluster.
 inline constexpr const char* kTaskOnlyFlags[] = {
@@ -224,13 +231,6 @@ class ExampleFlags {
       if (f.name == name) return &f;
     return nullptr;
   }
-  // "--name", "--name=...", "-name", "-name=..."
-  static bool is_flag(const std::string& arg, const std::string& name) {
-    for (const std::string prefix : {"--", "-"})
-      if (arg == prefix + name || arg.rfind(prefix + name + "=", 0) == 0) return true;
-    return false;
-  }
-
   // "--x", "-x": not a value of the flag before it ("-1" is a value).
   static bool looks_like_flag(const std::string& arg) {
     return arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1])) &&
