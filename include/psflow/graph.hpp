@@ -8,6 +8,7 @@
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/control_ops.hpp"
 #include "psflow/graph/conv_ops.hpp"
+#include "psflow/graph/dynamic_embedding.hpp"
 #include "psflow/graph/embedding_ops.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"

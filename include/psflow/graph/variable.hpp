@@ -30,6 +30,16 @@ namespace psflow {
 // variable (the random initializers do; one built from a 3-argument function ignores it).
 class Initializer {
  public:
+  // What each element of a built-in initializer is: a constant, or a seeded normal or Glorot
+  // uniform draw. A dynamic embedding table makes a key's row from it on the ps, without ops.
+  struct Elementwise {
+    enum class Kind { constant, normal, glorot_uniform };
+    Kind kind = Kind::constant;
+    double a = 0;  // constant: the value; normal: the mean
+    double b = 0;  // normal: the standard deviation
+    std::uint64_t seed = 0;
+  };
+
   using Build = std::function<Output(Graph&, const Shape&, DType)>;
   using PartitionedBuild = std::function<Output(Graph&, const Shape&, DType, const PartitionInfo*)>;
   explicit Initializer(Build build)
@@ -42,8 +52,16 @@ class Initializer {
     return build_(graph, shape, dtype, partition);
   }
 
+  // Set by the built-in initializers; empty for one built from a function.
+  const std::optional<Elementwise>& elementwise() const noexcept { return elementwise_; }
+  Initializer&& with_elementwise(Elementwise e) && {
+    elementwise_ = e;
+    return std::move(*this);
+  }
+
  private:
   PartitionedBuild build_;
+  std::optional<Elementwise> elementwise_;
 };
 
 PSFLOW_DECL Initializer constant_initializer(double value);
@@ -91,6 +109,9 @@ struct VariableRecord {
 };
 inline constexpr const char* kGlobalVariables = "variables";
 inline constexpr const char* kTrainableVariables = "trainable_variables";
+// The shards of dynamic embedding tables (graph/dynamic_embedding.hpp): Variable handles whose
+// op is a DynamicTable, initialized with the variables but saved apart from them.
+inline constexpr const char* kDynamicTableShards = "dynamic_table_shards";
 }  // namespace detail
 
 // Handle to a variable. Cheap to copy; a default-constructed one is empty.
@@ -183,41 +204,46 @@ namespace psflow {
 
 PSFLOW_DECL Initializer constant_initializer(double value) {
   return Initializer([value](Graph& g, const Shape& shape, DType dtype) {
-    return ops::fill(g, dtype, shape, value, "Const");
-  });
+           return ops::fill(g, dtype, shape, value, "Const");
+         })
+      .with_elementwise({Initializer::Elementwise::Kind::constant, value, 0, 0});
 }
 
 PSFLOW_DECL Initializer zeros_initializer() {
   return Initializer([](Graph& g, const Shape& shape, DType dtype) {
-    return ops::fill(g, dtype, shape, 0.0, "zeros");
-  });
+           return ops::fill(g, dtype, shape, 0.0, "zeros");
+         })
+      .with_elementwise({Initializer::Elementwise::Kind::constant, 0, 0, 0});
 }
 
 PSFLOW_DECL Initializer random_normal_initializer(double mean, double stddev, std::uint64_t seed) {
   return Initializer(
-      [=](Graph& g, const Shape& shape, DType dtype, const PartitionInfo* partition) {
-        return ops::random_normal(g, shape, mean, stddev, seed, dtype, "random_normal", partition);
-      });
+             [=](Graph& g, const Shape& shape, DType dtype, const PartitionInfo* partition) {
+               return ops::random_normal(g, shape, mean, stddev, seed, dtype, "random_normal",
+                                         partition);
+             })
+      .with_elementwise({Initializer::Elementwise::Kind::normal, mean, stddev, seed});
 }
 
 PSFLOW_DECL Initializer glorot_uniform_initializer(std::uint64_t seed) {
   return Initializer(
-      [=](Graph& g, const Shape& shard_shape, DType dtype, const PartitionInfo* partition) {
-        const Shape& shape = partition ? partition->full_shape : shard_shape;
-        double fan_in = 1, fan_out = 1;
-        if (shape.size() == 1) {
-          fan_in = fan_out = static_cast<double>(shape[0]);
-        } else if (shape.size() >= 2) {
-          double receptive = 1;
-          for (std::size_t i = 0; i + 2 < shape.size(); ++i)
-            receptive *= static_cast<double>(shape[i]);
-          fan_in = static_cast<double>(shape[shape.size() - 2]) * receptive;
-          fan_out = static_cast<double>(shape[shape.size() - 1]) * receptive;
-        }
-        const double limit = std::sqrt(6.0 / std::max(1.0, fan_in + fan_out));
-        return ops::random_uniform(g, shard_shape, -limit, limit, seed, dtype, "random_uniform",
-                                   partition);
-      });
+             [=](Graph& g, const Shape& shard_shape, DType dtype, const PartitionInfo* partition) {
+               const Shape& shape = partition ? partition->full_shape : shard_shape;
+               double fan_in = 1, fan_out = 1;
+               if (shape.size() == 1) {
+                 fan_in = fan_out = static_cast<double>(shape[0]);
+               } else if (shape.size() >= 2) {
+                 double receptive = 1;
+                 for (std::size_t i = 0; i + 2 < shape.size(); ++i)
+                   receptive *= static_cast<double>(shape[i]);
+                 fan_in = static_cast<double>(shape[shape.size() - 2]) * receptive;
+                 fan_out = static_cast<double>(shape[shape.size() - 1]) * receptive;
+               }
+               const double limit = std::sqrt(6.0 / std::max(1.0, fan_in + fan_out));
+               return ops::random_uniform(g, shard_shape, -limit, limit, seed, dtype,
+                                          "random_uniform", partition);
+             })
+      .with_elementwise({Initializer::Elementwise::Kind::glorot_uniform, 0, 0, seed});
 }
 
 PSFLOW_DECL std::vector<Variable> global_variables(const Graph& graph) {
@@ -334,6 +360,8 @@ PSFLOW_DECL Variable get_variable(Graph& graph, std::string_view name, Shape sha
 PSFLOW_DECL Operation global_variables_initializer(Graph& graph) {
   std::vector<Operation> inits;
   for (const auto& v : global_variables(graph)) inits.push_back(v.initializer());
+  for (auto& shard : graph.collection<detail::VariableRecord>(detail::kDynamicTableShards))
+    inits.push_back(shard->initializer);  // empties the table
   if (inits.empty()) return ops::no_op(graph, "init");
   return ops::group(inits, "init");
 }

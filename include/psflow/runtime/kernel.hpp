@@ -63,6 +63,10 @@ class OpKernelConstruction {
     const TensorId& in = node_.inputs.at(static_cast<std::size_t>(i));
     return graph_.node(in.node).name + ":" + std::to_string(in.index);
   }
+  // The node that feeds input i (e.g. the table a lookup reads).
+  const detail::Node& input_node(int i) const {
+    return graph_.node(node_.inputs.at(static_cast<std::size_t>(i)).node);
+  }
   const OutputSpec& output_spec(int i) const {
     return node_.outputs.at(static_cast<std::size_t>(i));
   }

@@ -5,6 +5,7 @@
 #include "psflow/runtime/kernels/array_kernels.hpp"
 #include "psflow/runtime/kernels/control_kernels.hpp"
 #include "psflow/runtime/kernels/conv_kernels.hpp"
+#include "psflow/runtime/kernels/dynamic_embedding_kernels.hpp"
 #include "psflow/runtime/kernels/embedding_kernels.hpp"
 #include "psflow/runtime/kernels/grad_kernels.hpp"
 #include "psflow/runtime/kernels/logic_kernels.hpp"

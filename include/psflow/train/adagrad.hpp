@@ -30,6 +30,7 @@ class AdagradOptimizer : public Optimizer {
   PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
   PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
   PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
+  PSFLOW_DECL DynamicRule dynamic_rule(const Variable& shard) override;
 
  private:
   LearningRate learning_rate_;
@@ -65,6 +66,12 @@ Operation AdagradOptimizer::apply_sparse(const IndexedSlices& grad, const Variab
                                    learning_rate_for(learning_rate_, var), rows.values,
                                    rows.indices, "SparseApplyAdagrad")
       .op();
+}
+
+Optimizer::DynamicRule AdagradOptimizer::dynamic_rule(const Variable& shard) {
+  return {"Adagrad",
+          {{name() + "/accumulator", initial_accumulator_value_}},
+          {learning_rate_for(learning_rate_, shard)}};
 }
 
 #endif  // PSFLOW_COMPILES_IMPLEMENTATION

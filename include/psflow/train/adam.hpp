@@ -61,6 +61,8 @@ class AdamOptimizer : public Optimizer {
   PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
   PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
   PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
+  // A dynamic table's rows always take the lazy update (only the looked-up rows move).
+  PSFLOW_DECL DynamicRule dynamic_rule(const Variable& shard) override;
 
   // TF's _finish: after the updates, beta1_power *= beta1 and beta2_power *= beta2, on their
   // device.
@@ -119,6 +121,17 @@ Operation AdamOptimizer::apply_sparse(const IndexedSlices& grad, const Variable&
              constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices, lazy_,
              "SparseApplyAdam")
       .op();
+}
+
+Optimizer::DynamicRule AdamOptimizer::dynamic_rule(const Variable& shard) {
+  // Made here when the model has only dynamic tables (create_slots then never ran).
+  const Variable beta1_power = get_or_create_non_slot_variable("beta1_power", beta1_, shard);
+  const Variable beta2_power = get_or_create_non_slot_variable("beta2_power", beta2_, shard);
+  return {"Adam",
+          {{name() + "/m", 0.0}, {name() + "/v", 0.0}},
+          {beta1_power.value(), beta2_power.value(), learning_rate_for(learning_rate_, shard),
+           constant_like(shard, beta1_, "beta1"), constant_like(shard, beta2_, "beta2"),
+           constant_like(shard, epsilon_, "epsilon")}};
 }
 
 std::vector<Operation> AdamOptimizer::finish(Graph& graph,

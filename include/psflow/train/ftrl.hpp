@@ -38,6 +38,7 @@ class FtrlOptimizer : public Optimizer {
   PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
   PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
   PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
+  PSFLOW_DECL DynamicRule dynamic_rule(const Variable& shard) override;
 
  private:
   LearningRate learning_rate_;
@@ -96,6 +97,14 @@ Operation FtrlOptimizer::apply_sparse(const IndexedSlices& grad, const Variable&
                                 constant_like(var, learning_rate_power_, "learning_rate_power"),
                                 "SparseApplyFtrl")
       .op();
+}
+
+Optimizer::DynamicRule FtrlOptimizer::dynamic_rule(const Variable& shard) {
+  return {"Ftrl",
+          {{name() + "/accum", initial_accumulator_value_}, {name() + "/linear", 0.0}},
+          {learning_rate_for(learning_rate_, shard), constant_like(shard, l1_, "l1"),
+           constant_like(shard, l2_, "l2"),
+           constant_like(shard, learning_rate_power_, "learning_rate_power")}};
 }
 
 #endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -26,6 +26,7 @@ class GradientDescentOptimizer : public Optimizer {
   PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
   // TF's _apply_sparse_duplicate_indices: var[indices] -= lr * values (duplicates add up).
   PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
+  PSFLOW_DECL DynamicRule dynamic_rule(const Variable& shard) override;
 
  private:
   LearningRate learning_rate_;
@@ -42,6 +43,10 @@ Operation GradientDescentOptimizer::apply_dense(Output grad, const Variable& var
 Operation GradientDescentOptimizer::apply_sparse(const IndexedSlices& grad, const Variable& var) {
   Output delta = ops::mul(grad.values, learning_rate_for(learning_rate_, var));
   return ops::scatter_sub(var, grad.indices, delta, "ScatterSub").op();
+}
+
+Optimizer::DynamicRule GradientDescentOptimizer::dynamic_rule(const Variable& shard) {
+  return {"GradientDescent", {}, {learning_rate_for(learning_rate_, shard)}};
 }
 
 #endif  // PSFLOW_COMPILES_IMPLEMENTATION

@@ -37,6 +37,7 @@ class MomentumOptimizer : public Optimizer {
   PSFLOW_DECL void create_slots(const std::vector<Variable>& var_list) override;
   PSFLOW_DECL Operation apply_dense(Output grad, const Variable& var) override;
   PSFLOW_DECL Operation apply_sparse(const IndexedSlices& grad, const Variable& var) override;
+  PSFLOW_DECL DynamicRule dynamic_rule(const Variable& shard) override;
 
  private:
   LearningRate learning_rate_;
@@ -64,6 +65,13 @@ Operation MomentumOptimizer::apply_sparse(const IndexedSlices& grad, const Varia
                                     rows.indices, constant_like(var, momentum_, "momentum"),
                                     use_nesterov_, "SparseApplyMomentum")
       .op();
+}
+
+Optimizer::DynamicRule MomentumOptimizer::dynamic_rule(const Variable& shard) {
+  return {"Momentum",
+          {{name() + "/momentum", 0.0}},
+          {learning_rate_for(learning_rate_, shard), constant_like(shard, momentum_, "momentum")},
+          use_nesterov_};
 }
 
 #endif  // PSFLOW_COMPILES_IMPLEMENTATION

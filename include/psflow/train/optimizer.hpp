@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "psflow/graph/control_ops.hpp"
+#include "psflow/graph/dynamic_embedding.hpp"
 #include "psflow/graph/logic_ops.hpp"
 #include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/sparse_ops.hpp"
@@ -148,6 +149,22 @@ class Optimizer {
   virtual Operation apply_sparse(const IndexedSlices& grad, const Variable& var) {
     return apply_dense(ops::indexed_slices_to_dense(grad), var);
   }
+  // The update of a shard of a dynamic embedding table (graph/dynamic_embedding.hpp): the
+  // DynamicTableApply rule, the slots it keeps in every row (named "<optimizer>/<slot>") and its
+  // hyper-parameters in the rule's order, built on the shard's device (same scope and colocation
+  // as apply_sparse). The default throws InvalidArgument: an optimizer without a row rule cannot
+  // train dynamic tables.
+  struct DynamicRule {
+    std::string rule;
+    std::vector<psflow::detail::DynamicSlot> slots;
+    std::vector<Output> hyper;
+    bool use_nesterov = false;
+  };
+  virtual DynamicRule dynamic_rule(const Variable& shard) {
+    throw InvalidArgument(name_ + " cannot train the dynamic embedding table shard '" +
+                          shard.name() +
+                          "': use GradientDescent, Momentum, Adagrad, Adam or Ftrl for it");
+  }
   // returns more ops to group with the updates (e.g. Adam's beta-power updates); runs inside
   // the name scope "<name>/".
   virtual std::vector<Operation> finish(Graph& graph, const std::vector<Operation>& update_ops) {
@@ -190,6 +207,11 @@ class Optimizer {
   }
 
  private:
+  // The DynamicTableApply of a dynamic table shard's gradient (an IndexedSlices keyed by id),
+  // duplicates summed, stamped with the global step when there is one.
+  Operation apply_dynamic(const Output& grad, const Variable& shard,
+                          const std::optional<Variable>& global_step);
+
   using VarKey = std::pair<std::uint64_t, std::string>;  // (graph uid, variable name)
   static VarKey key_of(const Variable& var) { return {var.graph().uid(), var.name()}; }
 
@@ -300,7 +322,11 @@ PSFLOW_DECL Operation Optimizer::minimize(Output loss, std::optional<Variable> g
 PSFLOW_DECL GradsAndVars Optimizer::compute_gradients(Output loss,
                                                       const std::vector<Variable>& var_list) {
   if (!loss.valid()) throw InvalidArgument("compute_gradients: the loss is an empty Output");
-  std::vector<Variable> vars = var_list.empty() ? trainable_variables(loss.graph()) : var_list;
+  std::vector<Variable> vars = var_list;
+  if (vars.empty()) {  // the trainable variables, and the shards of trainable dynamic tables
+    vars = trainable_variables(loss.graph());
+    for (const auto& shard : trainable_dynamic_table_shards(loss.graph())) vars.push_back(shard);
+  }
   if (vars.empty())
     throw InvalidArgument(
         "compute_gradients: no variables to optimize (the graph has no trainable "
@@ -375,9 +401,10 @@ PSFLOW_DECL Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_v
                             "' must be an integer variable (get_or_create_global_step makes one)");
   }
 
-  std::vector<Variable> var_list;
-  for (const auto& [g, v] : pairs) var_list.push_back(v);
-  create_slots(var_list);
+  std::vector<Variable> var_list;  // dynamic table shards keep their slots in their rows
+  for (const auto& [g, v] : pairs)
+    if (!psflow::detail::is_dynamic_table(v)) var_list.push_back(v);
+  if (!var_list.empty()) create_slots(var_list);
 
   const std::string outer = graph->current_name_scope();
   const std::string leaf =
@@ -392,7 +419,9 @@ PSFLOW_DECL Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_v
     for (const auto& [grad, var] : pairs) {
       auto var_scope = graph->name_scope("update_" + var.name());
       auto colocated = graph->colocate_with(var.op());
-      if (auto slices = as_indexed_slices(grad))
+      if (psflow::detail::is_dynamic_table(var))
+        update_ops.push_back(apply_dynamic(grad, var, global_step));
+      else if (auto slices = as_indexed_slices(grad))
         update_ops.push_back(apply_sparse(*slices, var));
       else
         update_ops.push_back(apply_dense(grad, var));
@@ -416,6 +445,23 @@ PSFLOW_DECL Operation Optimizer::apply_gradients(const GradsAndVars& grads_and_v
     one = ops::constant(*graph, value, "value");
   }
   return ops::assign_add(global_step->ref(), one, leaf).op();
+}
+
+PSFLOW_DECL Operation Optimizer::apply_dynamic(const Output& grad, const Variable& shard,
+                                               const std::optional<Variable>& global_step) {
+  const auto slices = as_indexed_slices(grad);
+  if (!slices)
+    throw InvalidArgument(name_ + ": the gradient '" + grad.name() +
+                          "' of dynamic embedding table shard '" + shard.name() +
+                          "' is dense; a dynamic table takes the sparse gradient of its lookups "
+                          "(pass compute_gradients' gradient unchanged)");
+  const IndexedSlices rows = deduplicate(*slices);
+  DynamicRule rule = dynamic_rule(shard);
+  Graph& graph = shard.graph();
+  const Output step = global_step ? global_step->value()
+                                  : ops::constant(graph, Tensor(std::int64_t{-1}), "no_step");
+  return ops::dynamic_table_apply(shard, rows.values, rows.indices, step, rule.rule, rule.slots,
+                                  rule.hyper, rule.use_nesterov, "DynamicTableApply");
 }
 
 PSFLOW_DECL std::optional<Variable> Optimizer::get_slot(const Variable& var,

@@ -62,8 +62,9 @@ struct ReplicaDeviceSetterOptions {
   bool merge_devices = true;
   // The cluster; when given, ps_tasks comes from its ps job (see the no-op rule below).
   std::optional<ClusterSpec> cluster = {};
-  // Op types placed on ps tasks (TF's default is STANDARD_PS_OPS; psflow has these three).
-  std::vector<std::string> ps_ops = {"Variable", "VariableV2", "VarHandleOp"};
+  // Op types placed on ps tasks (TF's default is STANDARD_PS_OPS, which also lists its hash
+  // tables; psflow's are these, DynamicTable being a shard of a dynamic embedding table).
+  std::vector<std::string> ps_ops = {"Variable", "VariableV2", "VarHandleOp", "DynamicTable"};
   // Chooses the ps task of each ps op; empty: round robin over the ps tasks.
   PsStrategy ps_strategy = {};
 };

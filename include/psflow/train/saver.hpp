@@ -51,6 +51,7 @@
 #include "psflow/graph/variable.hpp"
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/checkpoint_file.hpp"
+#include "psflow/train/dynamic_table_checkpoint.hpp"
 #include "psflow/train/sharded_checkpoint.hpp"
 
 #if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
@@ -156,6 +157,7 @@ class Saver {
   std::vector<Variable> variables_;
   std::vector<Output> restore_values_;  // placeholder per variable, same order
   Operation restore_op_;                // empty when there are no variables
+  std::optional<detail::DynamicTableCheckpoint> dynamic_tables_;  // the graph's dynamic tables
   bool sharded_requested_ = false;
   std::vector<ShardGroup> shards_;  // sharded: one per task holding variables, by task name
   mutable std::mutex mutex_;
@@ -355,8 +357,16 @@ PSFLOW_DECL Saver::Saver(Graph& graph, SaverOptions options)
       throw InvalidArgument("Saver: variable '" + key + "' and the shard '" + shard->name() +
                             "' of partitioned variable '" + key + "' would both be saved as '" +
                             key + "'; rename one of them before building the Saver");
-  if (variables_.empty()) return;
   auto scope = graph.name_scope("save");
+  dynamic_tables_.emplace(graph);
+  if (options.sharded && !dynamic_tables_->empty())
+    throw InvalidArgument(
+        "Saver: a sharded Saver (SaverOptions::sharded) does not save dynamic "
+        "embedding tables yet, and this graph has '" +
+        dynamic_embeddings(graph).front().name() +
+        "'; use a Saver without sharded (its rows are then saved through the "
+        "process that calls save)");
+  if (variables_.empty()) return;
   std::vector<Operation> assigns;
   for (const auto& v : variables_) {
     auto colocated = graph.colocate_with(v.op());  // the fed value goes straight to the variable
@@ -484,8 +494,14 @@ PSFLOW_DECL std::string Saver::save(Session& sess, std::string_view prefix,
   } else {
     std::vector<Output> values;
     for (const auto& v : variables_) values.push_back(v.value());
+    const auto& table_fetches = dynamic_tables_->fetches();
+    values.insert(values.end(), table_fetches.begin(), table_fetches.end());
     std::vector<Tensor> fetched = values.empty() ? std::vector<Tensor>{} : sess.run(values);
     CheckpointEntries entries;
+    dynamic_tables_->add_entries(
+        std::vector<Tensor>(std::make_move_iterator(fetched.begin() + variables_.size()),
+                            std::make_move_iterator(fetched.end())),
+        entries);
     for (std::size_t i = 0; i < variables_.size(); ++i) {
       const Variable& v = variables_[i];
       std::optional<CheckpointSlice> slice;
@@ -687,7 +703,10 @@ PSFLOW_DECL void Saver::restore_entries(Session& sess, const CheckpointEntries& 
                      "; restore a checkpoint saved with every shard of '" + key + "'");
     feeds.emplace_back(restore_values_[i], std::move(*block));
   }
-  if (restore_op_) sess.run({}, feeds, {restore_op_});
+  dynamic_tables_->add_feeds(entries, file, feeds);
+  std::vector<Operation> restores = dynamic_tables_->restore_ops();
+  if (restore_op_) restores.push_back(restore_op_);
+  if (!restores.empty()) sess.run({}, feeds, restores);
 }
 
 PSFLOW_DECL std::vector<std::string> Saver::last_checkpoints() const {

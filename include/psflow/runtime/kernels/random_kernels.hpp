@@ -17,25 +17,13 @@
 #include <vector>
 
 #include "psflow/core/compilation.hpp"
+#include "psflow/core/counter_random.hpp"
 #include "psflow/graph/random_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
 namespace psflow {
 
 namespace detail {
-
-// Output `counter` of splitmix64 started at `key`: a well-mixed 64-bit value per counter.
-inline std::uint64_t splitmix64_at(std::uint64_t key, std::uint64_t counter) {
-  std::uint64_t z = key + (counter + 1) * 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-// Uniform on [0, 1) from 53 random bits.
-inline double unit_uniform(std::uint64_t bits) {
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
-}
 
 // For each element of a tensor of `shape` at `offset` in a tensor of `full_shape` (row-major),
 // calls fn(i, g): i its index here, g its index in the whole tensor.
@@ -93,14 +81,7 @@ class RandomKernel : public OpKernel {
       const T upper = static_cast<T>(b_);
       for_each_global_index(shape_, full_shape_, offset_, [&](std::size_t i, std::size_t g) {
         if constexpr (Normal) {
-          // Box-Muller: elements 2k and 2k+1 share two uniforms (cos and sin of one draw).
-          const std::uint64_t pair = g / 2;
-          const double u1 = 1.0 - unit_uniform(splitmix64_at(key, 2 * pair));  // (0, 1]
-          const double u2 = unit_uniform(splitmix64_at(key, 2 * pair + 1));
-          const double radius = std::sqrt(-2.0 * std::log(u1));
-          const double angle = 2 * std::numbers::pi * u2;
-          p[i] =
-              static_cast<T>(a_ + b_ * radius * (g % 2 == 0 ? std::cos(angle) : std::sin(angle)));
+          p[i] = static_cast<T>(a_ + b_ * standard_normal_at(key, g));
         } else {
           p[i] = static_cast<T>(a_ + (b_ - a_) * unit_uniform(splitmix64_at(key, g)));
           // Rounding to float can reach maxval itself; keep the interval half-open.
