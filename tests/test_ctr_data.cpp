@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -268,6 +269,36 @@ TEST_CASE("the default click log has the documented click rate and best AUC", "[
     for (std::uint64_t i = 0; i < 1000; ++i) some.push_back(log.test_example(i));
     CHECK(ctr::best_auc(some) == ctr::best_auc(log, 1000));
   }
+}
+
+TEST_CASE("raw ids are the whole hashes; drift adds a session id, new at the given rate", "[ctr]") {
+  const ctr::ClickLog hashed;
+  const ctr::ClickLog raw(ctr::ClickLogConfig{.raw_ids = true});
+  const ctr::ClickExample a = hashed.example(12), b = raw.example(12);
+  REQUIRE(a.feature_ids.size() == b.feature_ids.size());
+  bool beyond_rows = false;
+  for (std::size_t i = 0; i < a.feature_ids.size(); ++i) {
+    CHECK(a.feature_ids[i] == b.feature_ids[i] % hashed.table_rows());
+    beyond_rows = beyond_rows || b.feature_ids[i] >= hashed.table_rows();
+  }
+  CHECK(beyond_rows);
+  CHECK(a.label == b.label);  // the same examples, only the ids' range differs
+
+  const ctr::ClickLog drifting(ctr::ClickLogConfig{.raw_ids = true, .fresh_id_rate = 0.25});
+  CHECK(drifting.num_features() == raw.num_features() + 1);
+  const ctr::ClickBatch batch = drifting.batch(0, 4000);
+  std::map<std::int64_t, int> seen;
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    ++seen[batch.ids[i * batch.num_features + batch.num_features - 1]];
+  std::size_t once = 0;
+  for (const auto& [id, n] : seen) once += n == 1;
+  CHECK(once > 900);  // about 1000 fresh ids, each seen once
+  CHECK(once < 1100);
+  CHECK(seen.size() <= once + 100);                          // and at most 100 common ones
+  CHECK(drifting.example(7).label == raw.example(7).label);  // no weight in the true model
+  CHECK_THAT(
+      invalid_argument_message([] { ctr::ClickLog(ctr::ClickLogConfig{.fresh_id_rate = 2}); }),
+      Contains("fresh_id_rate"));
 }
 
 TEST_CASE("click log configurations it cannot generate from are rejected", "[ctr]") {

@@ -217,6 +217,22 @@ TEST_CASE("ttl_steps: evict() drops rows not updated for ttl_steps global steps"
   CHECK(rows.at(1) == std::vector<float>{1.0f});
 }
 
+TEST_CASE("DynamicEmbeddingEvictionHook applies ttl_steps every eviction_interval_steps") {
+  Model m(2, {.ttl_steps = 2}, constant_initializer(1.0), 1);
+  Variable step = train::get_or_create_global_step(m.g);
+  train::GradientDescentOptimizer sgd(0.25);
+  Operation train_op = sgd.minimize(m.loss, step);
+  CHECK_THROWS_AS(train::DynamicEmbeddingEvictionHook(0), InvalidArgument);
+  train::MonitoredTrainingSessionOptions options;
+  options.hooks.push_back(train::DynamicEmbeddingEvictionHook(1));
+  options.log_step_count_steps = 0;
+  train::MonitoredTrainingSession sess(m.g, options);
+  sess.run(train_op, {{m.ids, keys_of({1, 2})}});
+  CHECK(total_size(sess.raw_session(), m.table) == 2);
+  for (int i = 0; i < 3; ++i) sess.run(train_op, {{m.ids, keys_of({2})}});
+  CHECK(total_size(sess.raw_session(), m.table) == 1);  // key 1: not updated for 3 steps
+}
+
 TEST_CASE("a checkpoint restores into 3, 2 and 1 shards: every id keeps its row and slots") {
   psflow::testing::TempDir dir("dynamic-ckpt");
   std::vector<std::int64_t> keys;

@@ -327,3 +327,71 @@ TEST_CASE("sync replicas with sparse gradients apply exactly the aggregated rows
   CHECK(values[1].equals(Tensor::from_vector(want, {8, 2})));
   chief.close();
 }
+
+TEST_CASE("sync replicas aggregate a dynamic table's gradients keyed by id") {
+  constexpr int kSteps = 10;
+  PsAndWorkers cluster(2);
+  // As above with a dynamic table of 2 shards and ids anywhere in int64: worker 0 looks up
+  // {-7, big, big}, worker 1 {big, 5}; averaged per step: -7 gets 0.5, big 1.5, 5 0.5.
+  constexpr std::int64_t big = std::int64_t{1} << 50;
+  struct DynamicReplica {
+    Graph g;
+    Variable global_step;
+    DynamicEmbedding emb;
+    Output ids;
+    Output rows;
+    train::GradientDescentOptimizer sgd{0.5};
+    std::unique_ptr<train::SyncReplicasOptimizer> sync;
+    Operation train_op;
+    DynamicReplica(const ClusterSpec& cluster, int task, std::vector<std::int64_t> batch) {
+      auto placement = g.device(train::replica_device_setter(
+          {.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster}));
+      global_step = train::get_or_create_global_step(g);
+      emb = get_dynamic_embedding(g, "emb", 2, zeros_initializer(), {.num_shards = 2});
+      ids = ops::placeholder(g, DType::int64, {-1}, "ids");
+      rows = ops::embedding_lookup(emb, ids);
+      Output loss =
+          ops::reduce_sum(ops::embedding_lookup(emb, ops::constant(g, Tensor::from_vector(batch))));
+      sync = std::make_unique<train::SyncReplicasOptimizer>(sgd, 2, 2);
+      auto grads = sync->compute_gradients(loss);
+      REQUIRE(grads.size() == 2);  // the two shards
+      for (const auto& [grad, var] : grads) REQUIRE(as_indexed_slices(grad));
+      train_op = sync->apply_gradients(grads, global_step);
+    }
+  };
+  DynamicReplica chief_replica(cluster.spec(), 0, {-7, big, big});
+  DynamicReplica other_replica(cluster.spec(), 1, {big, 5});
+  auto options = [&](DynamicReplica& r, const Server& server, bool chief) {
+    train::MonitoredTrainingSessionOptions o;
+    o.master = server.target();
+    o.is_chief = chief;
+    o.hooks.push_back(r.sync->make_session_run_hook(chief));
+    o.log_step_count_steps = 0;
+    o.ready_deadline_secs = 30;
+    return o;
+  };
+  train::MonitoredTrainingSession chief(chief_replica.g,
+                                        options(chief_replica, *cluster.workers[0], true));
+  std::atomic<int> failures{0};
+  std::jthread other([&] {
+    try {
+      train::MonitoredTrainingSession sess(other_replica.g,
+                                           options(other_replica, *cluster.workers[1], false));
+      for (int s = 0; s < kSteps; ++s) sess.run(other_replica.train_op);
+    } catch (const std::exception& e) {
+      ++failures;
+      WARN(e.what());
+    }
+  });
+  for (int s = 0; s < kSteps; ++s) chief.run(chief_replica.train_op);
+  other.join();
+  CHECK(failures == 0);
+  auto values = chief.raw_session().run(
+      {chief_replica.global_step.value(), chief_replica.rows},
+      {{chief_replica.ids, Tensor::from_vector<std::int64_t>({-7, big, 5})}});
+  CHECK(values[0].scalar<std::int64_t>() == kSteps);
+  std::vector<float> want;
+  for (float g : {0.5f, 1.5f, 0.5f}) want.insert(want.end(), 2, -0.5f * g * kSteps);
+  CHECK(values[1].equals(Tensor::from_vector(want, {3, 2})));
+  chief.close();
+}

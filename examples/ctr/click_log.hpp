@@ -68,10 +68,18 @@
 //   cross c = (f, g), values v, w    hash_of(2, c, v, w) % table_rows
 //
 // (hash_of in feature_hash.hpp; the ids do not depend on the seed.) Different features can
-// share a row, as in any hashed feature space. The same ids feed both halves of a wide-and-deep
-// model: a wide table of one float per row (a linear model, FTRL-trained in TF's canonical
-// setup) and a deep table of `dim` floats per row (embeddings, Adagrad-trained) whose rows are
-// concatenated, F + C of them, into the input of an MLP.
+// share a row, as in any hashed feature space. With raw_ids the ids are the whole 64-bit hashes
+// (as int64: any value, negative too), for a dynamic embedding table that needs no range and
+// where no two features collide.
+//
+// Drift: with fresh_id_rate > 0 every example carries one more feature, a "session" id that is,
+// with that probability, an id no other example has (hash_of(3, example index)), else one of 100
+// common ones (hash_of(4, k)). It carries no weight in the true model (the best achievable AUC
+// is unchanged); it makes the id space keep growing, as new users and items do in a real log. The
+// same ids feed both halves of a wide-and-deep model: a wide table of one float per row (a linear
+// model, FTRL-trained in TF's canonical setup) and a deep table of `dim` floats per row
+// (embeddings, Adagrad-trained) whose rows are concatenated, F + C of them, into the input of an
+// MLP.
 //
 // A ClickLog is immutable after construction and may be used from several threads.
 #pragma once
@@ -105,10 +113,13 @@ struct ClickLogConfig {
   double field_weight_stddev = 0.35;
   double cross_weight_stddev = 0.5;
   std::uint64_t table_rows = std::uint64_t{1} << 18;
+  bool raw_ids = false;      // ids are the whole 64-bit hashes, not hashes % table_rows
+  double fresh_id_rate = 0;  // > 0: a "session" feature, new with this probability (drift)
 };
 
 struct ClickExample {
-  // F field ids, then one id per cross, in config order; each in [0, table_rows).
+  // F field ids, then one id per cross, in config order, then the session id with drift; each in
+  // [0, table_rows), or any 64-bit value with raw_ids.
   std::vector<std::uint64_t> feature_ids;
   float label = 0;  // 0 or 1
   double true_probability = 0;
@@ -138,7 +149,9 @@ class ClickLog {
   const ClickLogConfig& config() const noexcept { return config_; }
   std::size_t num_fields() const noexcept { return config_.vocabulary_sizes.size(); }
   std::size_t num_crosses() const noexcept { return config_.crosses.size(); }
-  std::size_t num_features() const noexcept { return num_fields() + num_crosses(); }
+  std::size_t num_features() const noexcept {
+    return num_fields() + num_crosses() + (config_.fresh_id_rate > 0 ? 1 : 0);
+  }
   std::uint64_t table_rows() const noexcept { return config_.table_rows; }
 
   ClickExample example(std::uint64_t index) const;
@@ -156,16 +169,33 @@ class ClickLog {
                       std::uint32_t value_second) const;
   double true_logit(const std::vector<std::uint32_t>& field_values) const;
   std::uint64_t field_feature_id(std::size_t field, std::uint32_t value) const {
-    return hash_of(1, field, value) % config_.table_rows;
+    return feature_id(hash_of(1, field, value));
   }
   std::uint64_t cross_feature_id(std::size_t cross, std::uint32_t value_first,
                                  std::uint32_t value_second) const {
-    return hash_of(2, cross, value_first, value_second) % config_.table_rows;
+    return feature_id(hash_of(2, cross, value_first, value_second));
+  }
+  // The session feature of example `index` (fresh_id_rate > 0).
+  std::uint64_t session_feature_id(std::uint64_t index) const {
+    const bool fresh = uniform01(hash_of(config_.seed, kFresh, index)) < config_.fresh_id_rate;
+    return feature_id(fresh ? hash_of(3, index)
+                            : hash_of(4, hash_of(config_.seed, kCommon, index) % 100));
   }
 
  private:
   // Hash streams: each kind of random number has its own, so they never share a hash.
-  enum Stream : std::uint64_t { kValue = 1, kLabel = 2, kFieldWeight = 3, kCrossWeight = 4 };
+  enum Stream : std::uint64_t {
+    kValue = 1,
+    kLabel = 2,
+    kFieldWeight = 3,
+    kCrossWeight = 4,
+    kFresh = 5,
+    kCommon = 6
+  };
+
+  std::uint64_t feature_id(std::uint64_t hash) const {
+    return config_.raw_ids ? hash : hash % config_.table_rows;
+  }
 
   // Mean 0, standard deviation 1, within +-2 sqrt(3): the sum of 4 uniforms, centred and scaled.
   template <class... Key>
@@ -228,6 +258,8 @@ inline ClickLog::ClickLog(ClickLogConfig config) : config_(std::move(config)) {
   if (!(config_.field_weight_stddev >= 0) || !(config_.cross_weight_stddev >= 0) ||
       !std::isfinite(config_.bias))
     fail("the weight standard deviations must be at least 0 and the bias finite");
+  if (!(config_.fresh_id_rate >= 0 && config_.fresh_id_rate <= 1))
+    fail("fresh_id_rate " + std::to_string(config_.fresh_id_rate) + " must be in [0, 1]");
 
   cdf_.resize(fields);
   for (std::size_t f = 0; f < fields; ++f) {
@@ -285,6 +317,7 @@ inline ClickExample ClickLog::example(std::uint64_t index) const {
     const auto [a, b] = config_.crosses[c];
     e.feature_ids.push_back(cross_feature_id(c, e.field_values[a], e.field_values[b]));
   }
+  if (config_.fresh_id_rate > 0) e.feature_ids.push_back(session_feature_id(index));
   e.true_probability = 1.0 / (1.0 + std::exp(-true_logit(e.field_values)));
   e.label = uniform01(hash_of(config_.seed, kLabel, index)) < e.true_probability ? 1.0f : 0.0f;
   return e;

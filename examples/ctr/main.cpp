@@ -19,10 +19,17 @@
 //   gradients of "wide" go to FTRL, the others to Adagrad (TF's DNNLinearCombinedClassifier).
 // Only the rows of a batch's distinct ids travel between worker and ps, both ways.
 //
+// --table=dynamic: both tables are dynamic embedding tables (psflow::get_dynamic_embedding, one
+// shard per ps task) keyed by the raw 64-bit feature hashes, with no hashing into a fixed range
+// and so no collisions; rows are made on an id's --min_count-th sighting and evicted over
+// --capacity rows per shard (--eviction) or after --ttl_steps steps without an update.
+// --new_ids_per_step=N adds a "session" feature that brings about N ids never seen before into
+// each worker's batch (click_log.hpp's drift), so the id space keeps growing.
+//
 // At the end the chief prints the test AUC and log-loss of --test_examples held-out examples,
-// beside the best achievable ones (the true model's: click_log.hpp):
-//   test auc: 0.XXXX (best achievable 0.XXXX)
+// beside the best achievable ones (the true model's: click_log.hpp), the AUC last:
 //   test log-loss: 0.XXXX (best achievable 0.XXXX)
+//   test auc: 0.XXXX (best achievable 0.XXXX)
 //
 // --data=fashion_mnist: the images as bags of hashed pixel and pixel-pair features
 // (sparse_fashion_mnist.hpp), 10 classes: the wide part sums [rows, 10] rows
@@ -39,6 +46,7 @@
 #include <memory>
 #include <psflow/psflow.hpp>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "common/cluster_task.hpp"
@@ -69,7 +77,14 @@ namespace ops = psflow::ops;
 
 struct CtrFlags {
   std::string data = "clicks";
+  std::string table = "fixed";
   std::size_t table_rows = std::size_t{1} << 22;
+  std::int64_t new_ids_per_step = 0;
+  std::int64_t min_count = 2;
+  std::size_t capacity = std::size_t{1} << 21;
+  std::string eviction = "lfu";
+  std::int64_t ttl_steps = 0;
+  std::int64_t eviction_interval_steps = 500;
   std::size_t dim = 8;
   std::size_t hidden = 64;
   std::int64_t train_steps = 6000;
@@ -96,7 +111,32 @@ void add_flags(example::ExampleFlags& flags, CtrFlags& f) {
              f.data = value;
              return true;
            })
-      .add("table_rows", f.table_rows, "rows of each hashed table", std::size_t{1})
+      .add("table", "fixed | dynamic", f.table,
+           "fixed: hashed ids into tables of --table_rows rows; dynamic: raw 64-bit ids into "
+           "dynamic embedding tables",
+           false,
+           [&f](const std::string& value) {
+             if (value != "fixed" && value != "dynamic") return false;
+             f.table = value;
+             return true;
+           })
+      .add("table_rows", f.table_rows, "rows of each hashed table (--table=fixed)", std::size_t{1})
+      .add("new_ids_per_step", f.new_ids_per_step,
+           "clicks: about this many never-seen ids in each batch (a drifting session feature)",
+           std::int64_t{0})
+      .add("min_count", f.min_count, "dynamic: sightings before an id gets a row", std::int64_t{1})
+      .add("capacity", f.capacity, "dynamic: rows per shard before eviction (0: unbounded)",
+           std::size_t{0})
+      .add("eviction", "lru | lfu", f.eviction, "dynamic: which rows go over capacity", false,
+           [&f](const std::string& value) {
+             if (value != "lru" && value != "lfu") return false;
+             f.eviction = value;
+             return true;
+           })
+      .add("ttl_steps", f.ttl_steps, "dynamic: evict rows not updated for that many steps (0: off)",
+           std::int64_t{0})
+      .add("eviction_interval_steps", f.eviction_interval_steps,
+           "dynamic: global steps between eviction passes", std::int64_t{1})
       .add("dim", f.dim, "floats per row of the deep table", std::size_t{1})
       .add("hidden", f.hidden, "relu units of the deep part", std::size_t{1})
       .add("train_steps", f.train_steps, "global steps, all workers together", std::int64_t{1})
@@ -119,6 +159,39 @@ void add_flags(example::ExampleFlags& flags, CtrFlags& f) {
 
 // ---- the model -------------------------------------------------------------------------------
 
+// The wide and deep tables: partitioned variables of hashed ids, or dynamic tables of raw ids.
+struct Tables {
+  std::variant<psflow::PartitionedVariable, psflow::DynamicEmbedding> wide, deep;
+  std::vector<psflow::DynamicEmbedding> dynamic;  // for the eviction hook and the sizes
+  std::vector<psflow::Variable> wide_shards() const {
+    if (const auto* table = std::get_if<psflow::DynamicEmbedding>(&wide)) return table->shards();
+    return std::get<psflow::PartitionedVariable>(wide).partitions();
+  }
+};
+
+Tables make_tables(psflow::Graph& graph, const CtrFlags& flags, std::size_t shards,
+                   std::size_t classes) {
+  const auto deep_init = psflow::random_normal_initializer(0, 0.05, flags.seed);
+  if (flags.table == "fixed")
+    return {
+        psflow::get_variable(graph, "wide", {flags.table_rows, classes},
+                             psflow::zeros_initializer(), psflow::fixed_size_partitioner(shards)),
+        psflow::get_variable(graph, "deep", {flags.table_rows, flags.dim}, deep_init,
+                             psflow::fixed_size_partitioner(shards)),
+        {}};
+  const psflow::DynamicEmbeddingOptions options{.num_shards = shards,
+                                                .min_count = flags.min_count,
+                                                .capacity = flags.capacity,
+                                                .eviction = flags.eviction,
+                                                .ttl_steps = flags.ttl_steps,
+                                                .seed = flags.seed};
+  auto wide = psflow::get_dynamic_embedding(graph, "wide", static_cast<std::int64_t>(classes),
+                                            psflow::zeros_initializer(), options);
+  auto deep = psflow::get_dynamic_embedding(graph, "deep", static_cast<std::int64_t>(flags.dim),
+                                            deep_init, options);
+  return {wide, deep, {wide, deep}};
+}
+
 struct Model {
   // clicks: ids [-1, features] and labels [-1]; fashion_mnist: a SparseTensor of ids and one-hot
   // labels [-1, 10].
@@ -130,6 +203,7 @@ struct Model {
   std::unique_ptr<psflow::train::FtrlOptimizer> wide_optimizer;
   std::unique_ptr<psflow::train::AdagradOptimizer> deep_optimizer;
   cluster_task::WorkersDone workers_done;
+  std::vector<psflow::DynamicEmbedding> dynamic_tables;
 };
 
 Model build_model(psflow::Graph& graph, const CtrFlags& flags,
@@ -144,32 +218,31 @@ Model build_model(psflow::Graph& graph, const CtrFlags& flags,
   const bool images = flags.data == "fashion_mnist";
   const std::size_t classes = images ? 10 : 1;
   m.global_step = psflow::train::get_or_create_global_step(graph);
-  auto wide =
-      psflow::get_variable(graph, "wide", {flags.table_rows, classes}, psflow::zeros_initializer(),
-                           psflow::fixed_size_partitioner(shards));
-  auto deep = psflow::get_variable(graph, "deep", {flags.table_rows, flags.dim},
-                                   psflow::random_normal_initializer(0, 0.05, flags.seed),
-                                   psflow::fixed_size_partitioner(shards));
+  Tables tables = make_tables(graph, flags, shards, classes);
   auto bias = psflow::get_variable(graph, "bias", {classes}, psflow::zeros_initializer());
   psflow::Output wide_logits, deep_input;
   std::size_t deep_width = 0;
-  if (images) {
-    m.sparse_ids = {ops::placeholder(graph, psflow::DType::int64, {-1, 2}, "sp_indices"),
-                    ops::placeholder(graph, psflow::DType::int64, {-1}, "sp_ids"),
-                    ops::placeholder(graph, psflow::DType::int64, {2}, "sp_shape")};
-    m.labels = ops::placeholder(graph, psflow::DType::float32, {-1, 10}, "labels");
-    wide_logits = ops::embedding_lookup_sparse(wide, m.sparse_ids, "sum");
-    deep_input = ops::embedding_lookup_sparse(deep, m.sparse_ids, "sqrtn");
-    deep_width = flags.dim;
-  } else {
-    const auto f = static_cast<std::int64_t>(features);
-    m.ids = ops::placeholder(graph, psflow::DType::int64, {-1, f}, "ids");
-    m.labels = ops::placeholder(graph, psflow::DType::float32, {-1}, "labels");
-    wide_logits = ops::reduce_sum(ops::embedding_lookup(wide, m.ids), {1});  // [-1, 1]
-    deep_width = features * flags.dim;
-    deep_input = ops::reshape(ops::embedding_lookup(deep, m.ids),
-                              {-1, static_cast<std::int64_t>(deep_width)});
-  }
+  std::visit(
+      [&](const auto& wide, const auto& deep) {
+        if (images) {
+          m.sparse_ids = {ops::placeholder(graph, psflow::DType::int64, {-1, 2}, "sp_indices"),
+                          ops::placeholder(graph, psflow::DType::int64, {-1}, "sp_ids"),
+                          ops::placeholder(graph, psflow::DType::int64, {2}, "sp_shape")};
+          m.labels = ops::placeholder(graph, psflow::DType::float32, {-1, 10}, "labels");
+          wide_logits = ops::embedding_lookup_sparse(wide, m.sparse_ids, "sum");
+          deep_input = ops::embedding_lookup_sparse(deep, m.sparse_ids, "sqrtn");
+          deep_width = flags.dim;
+        } else {
+          const auto f = static_cast<std::int64_t>(features);
+          m.ids = ops::placeholder(graph, psflow::DType::int64, {-1, f}, "ids");
+          m.labels = ops::placeholder(graph, psflow::DType::float32, {-1}, "labels");
+          wide_logits = ops::reduce_sum(ops::embedding_lookup(wide, m.ids), {1});  // [-1, 1]
+          deep_width = features * flags.dim;
+          deep_input = ops::reshape(ops::embedding_lookup(deep, m.ids),
+                                    {-1, static_cast<std::int64_t>(deep_width)});
+        }
+      },
+      tables.wide, tables.deep);
   psflow::Output hidden = dense(graph, "hidden", deep_input, deep_width, flags.hidden, 2, true);
   psflow::Output deep_logits = dense(graph, "logits", hidden, flags.hidden, classes, 3, false);
   m.logits = wide_logits + deep_logits + bias.value();
@@ -186,7 +259,7 @@ Model build_model(psflow::Graph& graph, const CtrFlags& flags,
                                                                     0.1, flags.l1, flags.l2);
   m.deep_optimizer = std::make_unique<psflow::train::AdagradOptimizer>(flags.deep_learning_rate);
   psflow::train::GradsAndVars wide_grads, deep_grads;
-  const auto wide_parts = wide.partitions();
+  const std::vector<psflow::Variable> wide_parts = tables.wide_shards();
   for (auto& gv : m.deep_optimizer->compute_gradients(m.loss)) {
     const bool is_wide =
         std::find(wide_parts.begin(), wide_parts.end(), gv.second) != wide_parts.end();
@@ -195,6 +268,7 @@ Model build_model(psflow::Graph& graph, const CtrFlags& flags,
   psflow::Operation wide_update = m.wide_optimizer->apply_gradients(wide_grads);
   psflow::Operation deep_update = m.deep_optimizer->apply_gradients(deep_grads, m.global_step);
   m.train_op = ops::group({wide_update, deep_update}, "train");
+  m.dynamic_tables = tables.dynamic;
   placement.reset();
   if (task.distributed) m.workers_done = cluster_task::build_workers_done(graph);
   return m;
@@ -233,10 +307,10 @@ void evaluate_clicks(psflow::Session& sess, const Model& m, const ctr::ClickLog&
     for (float z : logits.values<float>()) predicted.push_back(1.0 / (1.0 + std::exp(-z)));
     labels.insert(labels.end(), b.labels.begin(), b.labels.end());
   }
-  std::printf("test auc: %.4f (best achievable %.4f)\n", ctr::auc(predicted, labels),
-              ctr::best_auc(clicks, flags.test_examples));
   std::printf("test log-loss: %.4f (best achievable %.4f)\n", ctr::log_loss(predicted, labels),
               ctr::best_log_loss(clicks, flags.test_examples));
+  std::printf("test auc: %.4f (best achievable %.4f)\n", ctr::auc(predicted, labels),
+              ctr::best_auc(clicks, flags.test_examples));
   std::fflush(stdout);
 }
 
@@ -265,6 +339,9 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
   ctr::ClickLogConfig click_config;
   click_config.seed = flags.seed;
   click_config.table_rows = flags.table_rows;
+  click_config.raw_ids = flags.table == "dynamic";
+  click_config.fresh_id_rate = std::min(
+      1.0, static_cast<double>(flags.new_ids_per_step) / static_cast<double>(flags.batch_size));
   const ctr::ClickLog clicks(click_config);
   std::vector<ctr::SparseImage> train_images, test_images;
   if (flags.data == "fashion_mnist") {
@@ -279,8 +356,14 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
 
   psflow::Graph graph;
   Model m = build_model(graph, flags, task, clicks.num_features());
-  log(format("worker %zu of %zu: %s, tables of %zu rows over %zu ps task(s), batch %zu", index, n,
-             flags.data.c_str(), flags.table_rows, std::max<std::size_t>(1, task.num_ps()),
+  const std::string tables =
+      flags.table == "fixed"
+          ? format("tables of %zu rows", flags.table_rows)
+          : format("dynamic tables (min_count %lld, capacity %zu per shard, %s, ttl %lld)",
+                   static_cast<long long>(flags.min_count), flags.capacity, flags.eviction.c_str(),
+                   static_cast<long long>(flags.ttl_steps));
+  log(format("worker %zu of %zu: %s, %s over %zu ps task(s), batch %zu", index, n,
+             flags.data.c_str(), tables.c_str(), std::max<std::size_t>(1, task.num_ps()),
              flags.batch_size));
 
   return cluster_task::run_worker_protocol(
@@ -290,6 +373,9 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
         options.is_chief = chief;
         options.checkpoint_dir = flags.checkpoint_dir;
         options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
+        if (!m.dynamic_tables.empty())
+          options.hooks.push_back(psflow::train::DynamicEmbeddingEvictionHook(
+              flags.eviction_interval_steps, m.dynamic_tables));
         options.log_step_count_steps = 0;
         options.recovery_deadline_secs = task.recovery_deadline_s;
         auto sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
@@ -328,6 +414,13 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
         log(format("worker %zu done at global step %lld after %.1f s", index,
                    static_cast<long long>(step), seconds_since(started)));
         if (chief) {
+          for (const auto& table : m.dynamic_tables) {
+            std::int64_t rows = 0;
+            for (auto r : sess->raw_session().run({table.size()})[0].values<std::int64_t>())
+              rows += r;
+            log(format("dynamic table %s: %lld live rows", table.name().c_str(),
+                       static_cast<long long>(rows)));
+          }
           if (flags.data == "clicks")
             evaluate_clicks(sess->raw_session(), m, clicks, flags);
           else

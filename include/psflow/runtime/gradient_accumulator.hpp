@@ -63,7 +63,7 @@ class GradientAccumulator {
       for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = indices.data<I>()[i];
     });
     for (std::size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] < 0 || (rows >= 0 && ids[i] >= rows))
+      if (rows >= 0 && (ids[i] < 0 || ids[i] >= rows))  // rows -1: a dynamic table, any key
         throw InvalidArgument("accumulator '" + name_ + "': index " + std::to_string(ids[i]) +
                               " is outside the variable's " + std::to_string(rows) + " rows");
     const std::size_t row = ids.empty() ? 0 : values.size() / ids.size();

@@ -2,7 +2,7 @@
 // begin() once, after_create_session() each time a session is (re)created, before_run() may
 // add fetches, after_run() sees their values and may request a stop, end() once at the end.
 // Built-in hooks: StopAtStepHook, CheckpointSaverHook, StepCounterHook, LoggingTensorHook,
-// SummarySaverHook.
+// SummarySaverHook, DynamicEmbeddingEvictionHook.
 #pragma once
 
 #include <chrono>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "psflow/core/compilation.hpp"
+#include "psflow/graph/dynamic_embedding.hpp"
 #include "psflow/graph/variable.hpp"
 #include "psflow/observe/event_file_writer.hpp"
 #include "psflow/observe/summary.hpp"
@@ -155,6 +156,13 @@ PSFLOW_DECL std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n
 PSFLOW_DECL std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors,
                                                               std::int64_t every_n_steps);
 
+// Runs DynamicEmbedding::evict() on `tables` (empty: every dynamic table of the graph) each time
+// the global step has moved eviction_interval_steps past the last pass, so ttl_steps (and
+// capacity) apply while training without the program calling evict(). Throws InvalidArgument for
+// an interval below 1; begin() throws FailedPrecondition without a global step.
+PSFLOW_DECL std::shared_ptr<SessionRunHook> DynamicEmbeddingEvictionHook(
+    std::int64_t eviction_interval_steps, std::vector<DynamicEmbedding> tables = {});
+
 // Implementation, compiled where psflow's is (core/compilation.hpp).
 #if PSFLOW_COMPILES_IMPLEMENTATION
 namespace detail {
@@ -198,6 +206,40 @@ class StopAtStep : public SessionRunHook {
  private:
   std::optional<std::int64_t> last_step_, num_steps_;
   Output global_step_;
+};
+
+class EvictEvery : public SessionRunHook {
+ public:
+  EvictEvery(std::int64_t interval, std::vector<DynamicEmbedding> tables)
+      : interval_(interval), tables_(std::move(tables)) {
+    if (interval < 1)
+      throw InvalidArgument(
+          "DynamicEmbeddingEvictionHook: eviction_interval_steps must be at "
+          "least 1, got " +
+          std::to_string(interval));
+  }
+  void begin(Graph& graph) override {
+    global_step_ = require_global_step(graph, "DynamicEmbeddingEvictionHook").value();
+    if (tables_.empty()) tables_ = dynamic_embeddings(graph);
+    std::vector<Operation> evictions;
+    for (const auto& table : tables_) evictions.push_back(table.evict());
+    if (!evictions.empty()) evict_ = ops::group(evictions, "evict_dynamic_embeddings");
+  }
+  SessionRunArgs before_run(SessionRunContext&) override { return {{global_step_}}; }
+  void after_run(SessionRunContext& ctx, const SessionRunValues& values) override {
+    const std::int64_t step = step_value(values.results[0]) + 1;  // this run's increment
+    if (!next_) next_ = step + interval_;
+    if (step < *next_ || !evict_.valid()) return;
+    ctx.session().run(evict_);
+    next_ = step + interval_;
+  }
+
+ private:
+  std::int64_t interval_;
+  std::vector<DynamicEmbedding> tables_;
+  Output global_step_;
+  Operation evict_;
+  std::optional<std::int64_t> next_;
 };
 
 class StepCounter : public SessionRunHook {
@@ -372,6 +414,11 @@ bool SummarySaverHook::should_trigger(std::int64_t step) const {
   if (save_steps_) return step >= *last_step_ + *save_steps_;
   return std::chrono::steady_clock::now() - last_time_ >=
          std::chrono::duration<double>(*save_secs_);
+}
+
+std::shared_ptr<SessionRunHook> DynamicEmbeddingEvictionHook(std::int64_t eviction_interval_steps,
+                                                             std::vector<DynamicEmbedding> tables) {
+  return std::make_shared<detail::EvictEvery>(eviction_interval_steps, std::move(tables));
 }
 
 std::shared_ptr<SessionRunHook> StopAtStepHook(std::int64_t last_step) {

@@ -11,7 +11,8 @@
 //
 // An IndexedSlices gradient (an embedding table's) goes to a sparse accumulator: the replicas
 // push only their rows, the chief takes the touched rows averaged over the gradients, and the
-// wrapped optimizer applies them with its sparse kernel, so nothing table-sized is built.
+// wrapped optimizer applies them with its sparse kernel, so nothing table-sized is built. A
+// dynamic embedding table's gradient is keyed by id and aggregated the same way.
 //
 // Beyond TF: when the chief's session ends (StopAtStepHook, an error, close()) the hook closes the
 // token queue and the accumulators, so replicas waiting for a token are released with
@@ -234,8 +235,12 @@ Operation SyncReplicasOptimizer::apply_gradients(const GradsAndVars& grads_and_v
     if (!grad.valid()) continue;
     auto colocated = g.colocate_with(var.op());
     const auto slices = as_indexed_slices(grad);
-    ops::AccumulatorSpec acc{var.name() + "/grad_accum", var.dtype(),
-                             PartialShape::of_shape(var.shape()), slices.has_value()};
+    // A dynamic table's rows are keyed by any int64 id: no row count to check them against.
+    const PartialShape shape =
+        psflow::detail::is_dynamic_table(var)
+            ? PartialShape::of({-1, static_cast<std::int64_t>(var.shape()[1])})
+            : PartialShape::of_shape(var.shape());
+    ops::AccumulatorSpec acc{var.name() + "/grad_accum", var.dtype(), shape, slices.has_value()};
     accumulators_.push_back(acc);
     if (slices) {  // only the rows travel and are summed (TF's SparseConditionalAccumulator)
       pushes.push_back(ops::sparse_accumulator_apply_gradient(acc, slices->indices, slices->values,
