@@ -219,8 +219,8 @@ PSFLOW_DECL std::pair<std::size_t, std::size_t> route_id(const PartitionLayout& 
 
 // Variable `v`'s rows (it is shard `to`'s block of its table) out of `stored`, whose rows follow
 // `from`: each row the one of the same id. nullopt when the stored slices do not cover a row that
-// is needed; `missing` then says which. (Declared here: StoredTensor exists only where the
-// implementation is compiled.)
+// is needed; `missing` then says which. (Declared with its definition: StoredTensor exists only
+// where the implementation is compiled.)
 PSFLOW_DECL std::optional<Tensor> relayout_block(const StoredTensor& stored, const Variable& v,
                                                  const PartitionLayout& from,
                                                  const PartitionLayout& to, std::string* missing) {
