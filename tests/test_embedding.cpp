@@ -1,6 +1,7 @@
 // Partitioned variables and embeddings: shard layout, names and placement; seeded tables equal
 // for any shard count; embedding_lookup ("mod" and "div") against the whole table;
-// embedding_lookup_sparse combiners; gradients that stay IndexedSlices and match central
+// embedding_lookup_sparse combiners; partition strategies (fixed by get_variable, the default,
+// the "both" record, the sparse lookup's); gradients that stay IndexedSlices and match central
 // differences; each sparse optimizer against values computed here from TF's formulas, with
 // rows (and slots) outside the batch bit-identical; and the bad-input errors.
 #include <catch2/catch.hpp>
@@ -217,6 +218,123 @@ TEST_CASE("embedding_lookup_sparse combines each batch row's rows: sum, mean, sq
   CHECK(col0(5)[2] == Approx(13 / std::sqrt(9.0)));
   CHECK(doubles(out[0])[1] == 205);  // column 1 holds 100 + row
   CHECK_THROWS_WITH(ops::embedding_lookup_sparse(emb, sp, "max"), Contains("\"max\""));
+}
+
+TEST_CASE("embedding_lookup_sparse routes ids by its partition_strategy") {
+  Graph g;
+  auto emb = get_variable(g, "emb", {6, 2}, row_number_initializer(), fixed_size_partitioner(2),
+                          DType::float64);
+  Tensor indices = Tensor::from_vector<std::int64_t>({0, 0, 0, 1, 2, 0, 2, 1, 2, 2}, {5, 2});
+  SparseTensor sp{ops::constant(g, indices), ops::constant(g, ids64({1, 4, 4, 4, 5})),
+                  ops::constant(g, ids64({3, 3}))};
+  SparseTensor weights{sp.indices, ops::constant(g, Tensor::from_vector<double>({1, 3, 2, 2, 1})),
+                       sp.dense_shape};
+  std::vector<Output> outs;
+  for (const char* strategy : {"mod", "div"}) {
+    outs.push_back(ops::embedding_lookup_sparse(emb, sp, "sum", strategy));
+    outs.push_back(ops::embedding_lookup_sparse(emb, sp, weights, "sum", strategy));
+  }
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  auto out = sess.run(outs);
+  // Id i's row holds the value of its row in the shards concatenated (concat_row).
+  auto value = [](std::int64_t id, const std::string& strategy) {
+    return static_cast<double>(concat_row(static_cast<std::size_t>(id), 6, 2, strategy));
+  };
+  for (std::size_t k = 0; k < 2; ++k) {
+    const std::string strategy = k == 0 ? "mod" : "div";
+    INFO(strategy);
+    const auto sum = doubles(out[2 * k]), weighted = doubles(out[2 * k + 1]);
+    CHECK(sum[0] == value(1, strategy) + value(4, strategy));
+    CHECK(sum[4] == 2 * value(4, strategy) + value(5, strategy));
+    CHECK(weighted[0] == value(1, strategy) + 3 * value(4, strategy));
+    CHECK(weighted[4] == 4 * value(4, strategy) + value(5, strategy));
+  }
+  CHECK(doubles(out[0])[4] != doubles(out[2])[4]);  // the strategies route differently here
+  CHECK(emb.lookup_strategy() == "both");
+  CHECK_THROWS_WITH(ops::embedding_lookup_sparse(emb, sp, "sum", "modulo"), Contains("\"modulo\""));
+}
+
+TEST_CASE("get_variable with a partition_strategy fixes how the table's lookups route ids") {
+  const std::size_t rows = 11;
+  Graph unused;
+  CHECK_THROWS_WITH(get_variable(unused, "bad", {rows, 2}, zeros_initializer(),
+                                 fixed_size_partitioner(3), DType::float64, true, "modulo"),
+                    Contains("'bad'") && Contains("\"modulo\""));
+  for (const std::string strategy : {"mod", "div"}) {
+    INFO(strategy);
+    const std::string other = strategy == "mod" ? "div" : "mod";
+    Graph g;
+    auto emb = get_variable(g, "emb", {rows, 2}, row_number_initializer(),
+                            fixed_size_partitioner(3), DType::float64, true, strategy);
+    CHECK(emb.partition_strategy() == strategy);
+    CHECK(emb.lookup_strategy().empty());
+    auto ids = ops::placeholder(g, DType::int64, {-1}, "ids");
+    auto by_default = ops::embedding_lookup(emb, ids);  // the table's own strategy
+    auto by_name = ops::embedding_lookup(emb, ids, strategy);
+    SparseTensor sp{ops::constant(g, Tensor::from_vector<std::int64_t>({0, 0, 1, 0}, {2, 2})),
+                    ops::constant(g, ids64({7, 10})), ops::constant(g, ids64({2, 1}))};
+    auto sparse = ops::embedding_lookup_sparse(emb, sp, "sum");
+    CHECK(emb.lookup_strategy() == strategy);
+    // The other strategy names the table and both strategies.
+    CHECK_THROWS_WITH(ops::embedding_lookup(emb, ids, other),
+                      Contains("'emb'") && Contains("\"" + other + "\"") &&
+                          Contains("\"" + strategy + "\""));
+    CHECK_THROWS_WITH(ops::embedding_lookup_sparse(emb, sp, "sum", other),
+                      Contains("'emb'") && Contains("\"" + other + "\""));
+    CHECK(emb.lookup_strategy() == strategy);  // a refused lookup notes nothing
+    // Reusing it with the other strategy is refused; with its own (or none) it is the same table.
+    {
+      Graph scoped;
+      PartitionedVariable created;
+      {
+        auto scope = scoped.variable_scope("t");
+        created = get_variable(scoped, "emb", {4, 2}, zeros_initializer(),
+                               fixed_size_partitioner(2), DType::float32, true, strategy);
+      }
+      auto reuse = scoped.variable_scope("t", VariableReuse::reuse);
+      CHECK_THROWS_WITH(get_variable(scoped, "emb", {4, 2}, zeros_initializer(),
+                                     fixed_size_partitioner(2), DType::float32, true, other),
+                        Contains("'t/emb'") && Contains("\"" + other + "\"") &&
+                            Contains("\"" + strategy + "\""));
+      CHECK(get_variable(scoped, "emb", {4, 2}, zeros_initializer(), fixed_size_partitioner(2),
+                         DType::float32, true, strategy) == created);
+      CHECK(get_variable(scoped, "emb", {4, 2}, zeros_initializer(), fixed_size_partitioner(2)) ==
+            created);
+    }
+    Session sess(g);
+    sess.run(global_variables_initializer(g));
+    const std::vector<std::int64_t> batch{10, 0, 3, 7};
+    auto out = sess.run({by_default, by_name, emb.as_tensor(), sparse}, {{ids, ids64(batch)}});
+    CHECK(out[0].equals(out[1]));
+    const auto table = doubles(out[2]), got = doubles(out[0]);
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      CHECK(got[2 * i] ==
+            table[2 * concat_row(static_cast<std::size_t>(batch[i]), rows, 3, strategy)]);
+    // The sparse lookup (batch row 0: id 7, row 1: id 10) routes the same way.
+    CHECK(doubles(out[3])[0] == table[2 * concat_row(7, rows, 3, strategy)]);
+    CHECK(doubles(out[3])[2] == table[2 * concat_row(10, rows, 3, strategy)]);
+  }
+}
+
+TEST_CASE("a table without a fixed strategy is read both ways, as before, and notes it") {
+  Graph g;
+  auto emb = get_variable(g, "emb", {5, 2}, row_number_initializer(), fixed_size_partitioner(2),
+                          DType::float64);
+  CHECK(emb.partition_strategy().empty());
+  auto ids = ops::constant(g, ids64({3}));
+  auto by_default = ops::embedding_lookup(emb, ids);  // "mod", TF's default
+  CHECK(emb.lookup_strategy() == "mod");
+  auto by_mod = ops::embedding_lookup(emb, ids, "mod");
+  CHECK(emb.lookup_strategy() == "mod");
+  auto by_div = ops::embedding_lookup(emb, ids, "div");
+  CHECK(emb.lookup_strategy() == "both");
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  auto out = sess.run({by_default, by_mod, by_div});
+  CHECK(out[0].equals(out[1]));
+  CHECK(doubles(out[0])[0] == static_cast<double>(concat_row(3, 5, 2, "mod")));
+  CHECK(doubles(out[2])[0] == 3.0);
 }
 
 TEST_CASE("the gradient of a lookup is IndexedSlices per shard, applied without densifying") {

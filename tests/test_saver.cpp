@@ -1,13 +1,15 @@
 // Saver, latest_checkpoint, IsVariableInitialized and Supervisor, through in-process Sessions:
 // values survive a save/restore, checkpoints are numbered and pruned, corrupt files never
 // change a variable, partitioned variables (and their optimizer slots) restore into another
-// shard count, and a Supervisor restores instead of initializing when it can.
+// shard count ("mod" tables id by id, through the checkpoint's partition layouts; a table read
+// both ways only into its saved count), and a Supervisor restores instead of initializing when it can.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -20,6 +22,7 @@
 #include "psflow/train/adagrad.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 #include "psflow/train/global_step.hpp"
+#include "psflow/train/partition_layout.hpp"
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"
 #include "support/files.hpp"
@@ -460,7 +463,13 @@ TEST_CASE(
   for (const auto& e : train::read_checkpoint_entries(train::checkpoint_file_path(path)))
     if (std::find(names.begin(), names.end(), e.name) == names.end()) names.push_back(e.name);
   std::sort(names.begin(), names.end());
-  CHECK(names == std::vector<std::string>{"emb", "emb/Adagrad", "global_step"});
+  // Beside the data: which strategy the rows of the table and of its slot follow (3 shards, "div").
+  CHECK(names == std::vector<std::string>{"emb", "emb/Adagrad", "emb/Adagrad:partition_layout",
+                                          "emb:partition_layout", "global_step"});
+  const auto layouts = train::detail::read_partition_layouts(
+      train::read_checkpoint_entries(train::checkpoint_file_path(path)), path);
+  CHECK(layouts.at("emb") == train::PartitionLayout{"div", 3});
+  CHECK(layouts.at("emb/Adagrad") == train::PartitionLayout{"div", 3});
 
   Model restored(2, zeros_initializer());
   train::Saver restorer(restored.g);
@@ -709,4 +718,217 @@ TEST_CASE("Supervisor non-chief stops waiting when a stop is requested") {
   CHECK_THROWS_AS(sv.managed_session(), Aborted);
   stopper.join();
   CHECK(std::chrono::steady_clock::now() - start < 4s);
+}
+
+namespace {
+
+// (shard, row) of `id` in a table of `rows` rows cut in `shards` shards by `strategy`: "mod"
+// puts id i in shard i % n, row i / n; "div" in the contiguous blocks of TF's shard layout.
+std::pair<std::size_t, std::size_t> shard_row(const std::string& strategy, std::size_t rows,
+                                              std::size_t shards, std::size_t id) {
+  if (strategy == "mod") return {id % shards, id / shards};
+  const auto offsets = shard_offsets(rows, shards);
+  std::size_t p = shards - 1;
+  while (offsets[p] > id) --p;
+  return {p, id - offsets[p]};
+}
+
+// A table "emb" of [11, 3] in `shards` shards whose lookups route ids by `strategy` (fixed with
+// get_variable when `fixed`), trained by Adagrad so that the rows and accumulators of the
+// looked-up ids differ from the others and from each other.
+struct StrategyTable {
+  static constexpr std::size_t rows = 11;
+  Graph g;
+  PartitionedVariable emb;
+  train::AdagradOptimizer opt{0.1};
+  Operation train_op;
+  Output every_row;  // the lookup of ids 0..rows-1
+  std::string strategy;
+
+  StrategyTable(std::size_t shards, Initializer init, std::string strategy_, bool fixed = false)
+      : strategy(std::move(strategy_)) {
+    emb = fixed ? get_variable(g, "emb", {rows, 3}, init, fixed_size_partitioner(shards),
+                               DType::float32, true, strategy)
+                : get_variable(g, "emb", {rows, 3}, init, fixed_size_partitioner(shards));
+    const std::string asked = fixed ? "" : strategy;  // a fixed table's default is its own
+    auto ids = ops::constant(g, Tensor::from_vector<std::int64_t>({1, 4, 7, 9, 4, 0, 10, 5, 1}));
+    auto loss = ops::reduce_sum(ops::square(ops::embedding_lookup(emb, ids, asked)));
+    train_op = opt.minimize(loss);
+    std::vector<std::int64_t> all(rows);
+    for (std::size_t i = 0; i < rows; ++i) all[i] = static_cast<std::int64_t>(i);
+    every_row = ops::embedding_lookup(emb, ops::constant(g, Tensor::from_vector(all)), asked);
+  }
+  // Every id's row, as a lookup reads it, and every id's Adagrad accumulator row, found by the
+  // strategy's routing in the shards' slots.
+  std::pair<Tensor, std::vector<std::vector<float>>> by_id(Session& sess) {
+    std::vector<Output> fetch{every_row};
+    for (const auto& part : emb.partitions())
+      fetch.push_back(opt.get_slot(part, "accumulator")->value());
+    const auto got = sess.run(fetch);
+    std::vector<std::vector<float>> accumulators;
+    for (std::size_t id = 0; id < rows; ++id) {
+      const auto [p, r] = shard_row(strategy, rows, emb.num_partitions(), id);
+      const auto values = got[1 + p].values<float>();
+      accumulators.emplace_back(values.begin() + static_cast<std::ptrdiff_t>(3 * r),
+                                values.begin() + static_cast<std::ptrdiff_t>(3 * r + 3));
+    }
+    return {got[0], accumulators};
+  }
+};
+
+// Saves a trained `strategy` table of `from` shards; returns the checkpoint and every id's row
+// and accumulator.
+std::pair<std::string, std::pair<Tensor, std::vector<std::vector<float>>>> trained_checkpoint(
+    const TempDir& dir, const std::string& strategy, std::size_t from, bool fixed = false) {
+  StrategyTable t(from, random_normal_initializer(0, 1, 7), strategy, fixed);
+  train::Saver saver(t.g);
+  Session sess(t.g);
+  sess.run(global_variables_initializer(t.g));
+  for (int i = 0; i < 3; ++i) sess.run(t.train_op);
+  auto want = t.by_id(sess);
+  // Trained rows moved, so a row landing on another id would show.
+  CHECK(want.second[4] != want.second[2]);
+  return {saver.save(sess, dir.file("model-" + strategy + "-" + std::to_string(from)) + ".ckpt"),
+          want};
+}
+
+void check_rows_by_id(const std::pair<Tensor, std::vector<std::vector<float>>>& got,
+                      const std::pair<Tensor, std::vector<std::vector<float>>>& want) {
+  REQUIRE(got.first.shape() == want.first.shape());
+  for (std::size_t id = 0; id < StrategyTable::rows; ++id) {
+    INFO("id " << id);
+    for (std::size_t c = 0; c < 3; ++c)
+      CHECK(got.first.values<float>()[3 * id + c] == want.first.values<float>()[3 * id + c]);
+    CHECK(got.second[id] == want.second[id]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a \"mod\" table restores into 3, 2 and 1 shards: every id keeps its row and slots") {
+  TempDir dir("saver");
+  for (auto [from, to] : {std::pair<std::size_t, std::size_t>{2, 3}, {3, 2}, {2, 1}, {1, 3}}) {
+    for (bool fixed : {false, true}) {
+      INFO(from << " -> " << to << " shards, strategy fixed by get_variable: " << fixed);
+      const auto [path, want] = trained_checkpoint(dir, "mod", from, fixed);
+      StrategyTable t(to, zeros_initializer(), "mod", fixed);
+      train::Saver saver(t.g);
+      Session sess(t.g);
+      saver.restore(sess, path);
+      check_rows_by_id(t.by_id(sess), want);
+      // Training carries on from there: the restored table trains like the saved one would.
+      sess.run(t.train_op);
+    }
+  }
+}
+
+TEST_CASE("a \"div\" table restores into another shard count id by id") {
+  TempDir dir("saver");
+  for (auto [from, to] : {std::pair<std::size_t, std::size_t>{3, 2}, {2, 3}}) {
+    INFO(from << " -> " << to << " shards");
+    const auto [path, want] = trained_checkpoint(dir, "div", from);
+    StrategyTable t(to, zeros_initializer(), "div");
+    train::Saver saver(t.g);
+    Session sess(t.g);
+    saver.restore(sess, path);
+    check_rows_by_id(t.by_id(sess), want);
+  }
+}
+
+TEST_CASE("a plain variable restores from a \"mod\" checkpoint in id order, and back") {
+  TempDir dir("saver");
+  const auto [path, want] = trained_checkpoint(dir, "mod", 3);
+  Graph g;
+  auto emb = get_variable(g, "emb", {StrategyTable::rows, 3}, zeros_initializer());
+  auto acc = get_variable(g, "emb/Adagrad", {StrategyTable::rows, 3}, zeros_initializer());
+  train::Saver saver(g);
+  Session sess(g);
+  saver.restore(sess, path);
+  const auto got = sess.run({emb.value(), acc.value()});
+  for (std::size_t id = 0; id < StrategyTable::rows; ++id) {
+    INFO("id " << id);
+    for (std::size_t c = 0; c < 3; ++c) {
+      CHECK(got[0].values<float>()[3 * id + c] == want.first.values<float>()[3 * id + c]);
+      CHECK(got[1].values<float>()[3 * id + c] == want.second[id][c]);
+    }
+  }
+  // Saved whole (id order), it restores into a "mod" table of 2 shards id by id.
+  const std::string plain = saver.save(sess, dir.file("plain.ckpt"));
+  StrategyTable t(2, zeros_initializer(), "mod");
+  train::Saver restorer(t.g);
+  Session fresh(t.g);
+  restorer.restore(fresh, plain);
+  check_rows_by_id(t.by_id(fresh), want);
+}
+
+TEST_CASE("a checkpoint without partition layouts restores as it always did") {
+  // Written before the layouts existed: the same records without "<key>:partition_layout".
+  TempDir dir("saver");
+  const auto [path, want] = trained_checkpoint(dir, "mod", 2);
+  train::CheckpointEntries old;
+  Tensor stored_table;
+  for (auto& e : train::read_checkpoint_entries(train::checkpoint_file_path(path)))
+    if (!e.name.ends_with(train::partition_layout_suffix)) old.push_back(e);
+  REQUIRE(old.size() + 2 == train::read_checkpoint_entries(train::checkpoint_file_path(path)).size());
+  const std::string old_path = dir.file("old.ckpt");
+  train::write_checkpoint_entries(train::checkpoint_file_path(old_path), old);
+  for (const auto& [name, tensor] : train::read_checkpoint(train::checkpoint_file_path(old_path)))
+    if (name == "emb") stored_table = tensor;
+  // Each shard gets its block of the stored rows, as before.
+  StrategyTable t(3, zeros_initializer(), "mod");
+  train::Saver saver(t.g);
+  Session sess(t.g);
+  saver.restore(sess, old_path);
+  check_equal(sess.run({t.emb.as_tensor()})[0], stored_table);
+}
+
+TEST_CASE("a table read both ways restores only into its saved shard count") {
+  TempDir dir("saver");
+  auto both_ways = [](std::size_t shards, Initializer init) {
+    auto t = std::make_unique<StrategyTable>(shards, init, "mod");
+    auto ids = ops::constant(t->g, Tensor::from_vector<std::int64_t>({2, 3}));
+    ops::embedding_lookup(t->emb, ids, "div");
+    CHECK(t->emb.lookup_strategy() == "both");
+    return t;
+  };
+  std::string path;
+  Tensor want;
+  {
+    auto t = both_ways(2, random_normal_initializer(0, 1, 3));
+    train::Saver saver(t->g);
+    Session sess(t->g);
+    sess.run(global_variables_initializer(t->g));
+    sess.run(t->train_op);
+    want = sess.run({t->emb.as_tensor()})[0];
+    path = saver.save(sess, dir.file("model.ckpt"));
+  }
+  {  // The same shard count: the shards as they were.
+    auto t = both_ways(2, zeros_initializer());
+    train::Saver saver(t->g);
+    Session sess(t->g);
+    saver.restore(sess, path);
+    check_equal(sess.run({t->emb.as_tensor()})[0], want);
+  }
+  for (bool also_both : {false, true}) {  // another count, read one way or both: refused
+    INFO("the restoring graph reads it both ways too: " << also_both);
+    auto t = also_both ? both_ways(3, zeros_initializer())
+                       : std::make_unique<StrategyTable>(3, zeros_initializer(), "mod");
+    train::Saver saver(t->g);
+    Session sess(t->g);
+    sess.run(global_variables_initializer(t->g));
+    const Tensor before = sess.run({t->emb.as_tensor()})[0];
+    CHECK_THROWS_AS(saver.restore(sess, path), FailedPrecondition);
+    CHECK_THROWS_WITH(saver.restore(sess, path),
+                         Catch::Matchers::Contains("'emb'") &&
+                             Catch::Matchers::Contains("both with partition_strategy") &&
+                             Catch::Matchers::Contains("restore it into 2 shard(s)"));
+    check_equal(sess.run({t->emb.as_tensor()})[0], before);  // nothing changed
+  }
+  {  // A table saved read one way cannot move into a graph that reads it both ways either.
+    const auto [mod_path, mod_want] = trained_checkpoint(dir, "mod", 2);
+    auto t = both_ways(3, zeros_initializer());
+    train::Saver saver(t->g);
+    Session sess(t->g);
+    CHECK_THROWS_AS(saver.restore(sess, mod_path), FailedPrecondition);
+  }
 }

@@ -3,7 +3,8 @@
 // restore checks every shard on every task before any variable changes; another placement
 // restores from one directory holding every shard; pruning removes every shard file; a
 // MonitoredTrainingSession resumes from sharded checkpoints; real ps processes killed and
-// restarted restore from their own directories.
+// restarted restore from their own directories; a "mod" table is refused in another shard count
+// by the sharded Saver and restored id by id by an unsharded one.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
@@ -351,4 +352,85 @@ TEST_CASE("ps processes killed and restarted restore their variables from their 
   }
   CHECK(restored);
   worker.stop_job("ps");
+}
+
+namespace {
+
+// A table "emb" of [10, 4] in `parts` parts over as many ps devices, looked up with "mod" (TF's
+// default) and trained by Adagrad.
+struct ModModel {
+  Graph g;
+  PartitionedVariable emb;
+  train::AdagradOptimizer opt{0.1};
+  Operation train_op;
+  Output every_row;  // the lookup of ids 0..9
+  ModModel(std::size_t parts, Initializer init) {
+    auto scope = g.device(train::replica_device_setter({.ps_tasks = parts,
+                                                        .ps_device = "/job:ps"}));
+    emb = get_variable(g, "emb", {10, 4}, init, fixed_size_partitioner(parts));
+    auto ids = ops::constant(g, Tensor::from_vector<std::int64_t>({1, 4, 7, 9, 4, 0}));
+    train_op = opt.minimize(ops::reduce_sum(ops::square(ops::embedding_lookup(emb, ids))));
+    every_row = ops::embedding_lookup(
+        emb, ops::constant(g, Tensor::from_vector<std::int64_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9})));
+  }
+  // Every id's row and Adagrad accumulator row ("mod": id i is row i / n of part i % n).
+  std::vector<Tensor> by_id(Session& sess) {
+    std::vector<Output> fetch{every_row};
+    for (const auto& part : emb.partitions())
+      fetch.push_back(opt.get_slot(part, "accumulator")->value());
+    const auto got = sess.run(fetch);
+    const std::size_t n = emb.num_partitions();
+    std::vector<float> accumulators;
+    for (std::size_t id = 0; id < 10; ++id) {
+      const auto values = got[1 + id % n].values<float>();
+      const auto row = values.begin() + static_cast<std::ptrdiff_t>(4 * (id / n));
+      accumulators.insert(accumulators.end(), row, row + 4);
+    }
+    return {got[0], Tensor::from_vector(accumulators, {10, 4})};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a sharded \"mod\" table: another shard count is refused sharded, restored unsharded") {
+  TempDir dir("sharded-mod");
+  ModModel saved(2, random_normal_initializer(0, 1, 3));
+  train::Saver saver(saved.g, train::SaverOptions{.sharded = true});
+  Session sess(saved.g);
+  sess.run(global_variables_initializer(saved.g));
+  for (int i = 0; i < 3; ++i) sess.run(saved.train_op);
+  const auto want = saved.by_id(sess);
+  const std::string path = saver.save(sess, dir / "model.ckpt", 3);
+  // The index records the layout of the table and of its slot.
+  const auto index = train::read_sharded_index(train::sharded_index_path(path));
+  const auto layouts = train::detail::read_partition_layouts(index.records, path);
+  CHECK(layouts.at("emb") == train::PartitionLayout{"mod", 2});
+  CHECK(layouts.at("emb/Adagrad") == train::PartitionLayout{"mod", 2});
+
+  SECTION("the same shard count, sharded") {
+    ModModel other(2, zeros_initializer());
+    train::Saver restorer(other.g, train::SaverOptions{.sharded = true});
+    Session fresh(other.g);
+    restorer.restore(fresh, path);
+    check_same(other.by_id(fresh), want);
+  }
+  SECTION("3 shards, sharded: FailedPrecondition naming the table, nothing changes") {
+    ModModel other(3, zeros_initializer());
+    train::Saver restorer(other.g, train::SaverOptions{.sharded = true});
+    Session fresh(other.g);
+    fresh.run(global_variables_initializer(other.g));
+    const auto before = other.by_id(fresh);
+    CHECK_THROWS_AS(restorer.restore(fresh, path), FailedPrecondition);
+    CHECK_THROWS_WITH(restorer.restore(fresh, path),
+                      Catch::Matchers::Contains("'emb") &&
+                          Catch::Matchers::Contains("unsharded Saver"));
+    check_same(other.by_id(fresh), before);
+  }
+  SECTION("3 shards, unsharded Saver reading every shard: every id keeps its rows") {
+    ModModel other(3, zeros_initializer());
+    train::Saver restorer(other.g);
+    Session fresh(other.g);
+    restorer.restore(fresh, path);
+    check_same(other.by_id(fresh), want);
+  }
 }

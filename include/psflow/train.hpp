@@ -35,6 +35,7 @@
 #include "psflow/train/monitored_session.hpp"
 #include "psflow/train/moving_averages.hpp"
 #include "psflow/train/optimizer.hpp"
+#include "psflow/train/partition_layout.hpp"
 #include "psflow/train/replica_device_setter.hpp"
 #include "psflow/train/rmsprop.hpp"
 #include "psflow/train/saver.hpp"

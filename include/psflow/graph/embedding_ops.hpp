@@ -30,9 +30,16 @@
 // InvalidArgument naming the table and the id. An unknown partition strategy or combiner is an
 // InvalidArgument when the graph is built.
 //
-// embedding_lookup_sparse(params, sp_ids, [sp_weights,] combiner): the rows of each batch row's
-// ids, combined by "sum", "mean" (default, weighted mean) or "sqrtn" (sum / sqrt(sum of squared
-// weights)), ids routed with "mod". The result has dense_shape[0] rows (psflow's choice: a batch
+// partition_strategy (TF's): "mod" or "div", how ids are routed to shards (step 2). The default
+// "" means the table's own strategy when get_variable fixed one (asking for the other one is then
+// an InvalidArgument naming the table and both), else "mod" (TF's default). Every lookup notes
+// its strategy on the table (PartitionedVariable::lookup_strategy(): "both" once read both ways),
+// which the Saver stores so that the table restores into another shard count with every id
+// keeping its row (train/partition_layout.hpp).
+//
+// embedding_lookup_sparse(params, sp_ids, [sp_weights,] combiner[, partition_strategy]): the rows
+// of each batch row's ids, combined by "sum", "mean" (default, weighted mean) or "sqrtn" (sum /
+// sqrt(sum of squared weights)), ids routed as embedding_lookup routes them. The result has dense_shape[0] rows (psflow's choice: a batch
 // row without ids gives zeros, as TF's safe_embedding_lookup_sparse; TF1's plain version drops
 // trailing empty rows). Weights are taken as given: they get no gradient.
 #pragma once
@@ -102,9 +109,10 @@ namespace ops {
 // the variable's device; see the file comment.
 PSFLOW_DECL Output embedding_lookup(const Variable& params, Output ids);
 
-// The same over the shards of `params`, ids routed by `partition_strategy` ("mod" or "div").
+// The same over the shards of `params`, ids routed by `partition_strategy` ("mod" or "div"; ""
+// is the table's own, else "mod": see the file comment).
 PSFLOW_DECL Output embedding_lookup(const PartitionedVariable& params, Output ids,
-                                    std::string_view partition_strategy = "mod");
+                                    std::string_view partition_strategy = "");
 
 // The combined rows of each batch row's ids (TF's tf.nn.embedding_lookup_sparse; see the file
 // comment): [dense_shape[0]] + params.shape[1:].
@@ -116,6 +124,17 @@ PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
 PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
                                            const SparseTensor& sp_ids,
                                            std::string_view combiner = "mean");
+
+// The same with ids routed by `partition_strategy` (as embedding_lookup's).
+PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
+                                           const SparseTensor& sp_ids,
+                                           const std::optional<SparseTensor>& sp_weights,
+                                           std::string_view combiner,
+                                           std::string_view partition_strategy);
+
+PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
+                                           const SparseTensor& sp_ids, std::string_view combiner,
+                                           std::string_view partition_strategy);
 
 }  // namespace ops
 
@@ -261,12 +280,6 @@ PSFLOW_DECL Output lookup_distinct(const std::vector<Variable>& parts, const std
   return ops::dynamic_stitch(where, rows);
 }
 
-PSFLOW_DECL void check_strategy(std::string_view strategy) {
-  if (strategy != "mod" && strategy != "div")
-    throw InvalidArgument("embedding_lookup: unknown partition_strategy \"" +
-                          std::string(strategy) + "\": use \"mod\" or \"div\" (as TF)");
-}
-
 // The rows of `ids` (any shape) from the table `parts`: ids.shape + row shape.
 PSFLOW_DECL Output lookup(const std::vector<Variable>& parts, const std::string& table,
                           std::size_t full_rows, Output ids, std::string_view strategy) {
@@ -297,19 +310,32 @@ PSFLOW_DECL Output embedding_lookup(const Variable& params, Output ids) {
 
 PSFLOW_DECL Output embedding_lookup(const PartitionedVariable& params, Output ids,
                                     std::string_view partition_strategy) {
-  detail::check_strategy(partition_strategy);
   if (params.axis() != 0)
     throw InvalidArgument("embedding_lookup: partitioned variable '" + params.name() +
                           "' is split along axis " + std::to_string(params.axis()) +
                           "; a lookup needs it split along axis 0 (rows)");
-  return detail::lookup(params.partitions(), params.name(), params.shape()[0], ids,
-                        partition_strategy);
+  const std::string strategy = detail::use_partition_strategy(params, partition_strategy);
+  return detail::lookup(params.partitions(), params.name(), params.shape()[0], ids, strategy);
 }
 
 PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
                                            const SparseTensor& sp_ids,
                                            const std::optional<SparseTensor>& sp_weights,
                                            std::string_view combiner) {
+  return embedding_lookup_sparse(params, sp_ids, sp_weights, combiner, "");
+}
+
+PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
+                                           const SparseTensor& sp_ids, std::string_view combiner,
+                                           std::string_view partition_strategy) {
+  return embedding_lookup_sparse(params, sp_ids, std::nullopt, combiner, partition_strategy);
+}
+
+PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
+                                           const SparseTensor& sp_ids,
+                                           const std::optional<SparseTensor>& sp_weights,
+                                           std::string_view combiner,
+                                           std::string_view partition_strategy) {
   const char* type = detail::sparse_segment_type(combiner);
   if (!sp_ids.indices.valid() || !sp_ids.values.valid() || !sp_ids.dense_shape.valid())
     throw InvalidArgument("embedding_lookup_sparse on '" + params.name() +
@@ -329,9 +355,14 @@ PSFLOW_DECL Output embedding_lookup_sparse(const PartitionedVariable& params,
   if (ids.dtype() != DType::int32 && ids.dtype() != DType::int64)
     throw InvalidArgument("embedding_lookup_sparse on '" + params.name() + "': ids '" + ids.name() +
                           "' must be int32 or int64, got " + std::string(dtype_name(ids.dtype())));
+  if (params.axis() != 0)
+    throw InvalidArgument("embedding_lookup_sparse: partitioned variable '" + params.name() +
+                          "' is split along axis " + std::to_string(params.axis()) +
+                          "; a lookup needs it split along axis 0 (rows)");
+  const std::string strategy = detail::use_partition_strategy(params, partition_strategy);
   auto [distinct, position] = unique(ids);
   const Output rows = detail::lookup_distinct(params.partitions(), params.name(), params.shape()[0],
-                                              distinct, "mod");
+                                              distinct, strategy);
   std::vector<Output> inputs{rows, position, segment_ids, num_segments};
   if (sp_weights) inputs.push_back(sp_weights->values);
   return detail::build_op(type, inputs, {}, "", type).output(0);

@@ -12,6 +12,14 @@
 //
 // Read it with ops::embedding_lookup (only the looked-up rows leave the ps tasks) or, for the
 // whole value, as_tensor() (every shard travels: fine for small variables).
+//
+// Partition strategy (TF's partition_strategy): which shard and row hold id i. "mod": shard
+// i % n, row i / n; "div": contiguous blocks, the shards' own layout. get_variable may fix it for
+// the table (the overload with partition_strategy); a lookup with another one is then an
+// InvalidArgument. Either way the record notes how the table's lookups route ids
+// (lookup_strategy(): "mod", "div", or "both" when read both ways), and the Saver stores that
+// with the checkpoint so a "mod" table restores into another shard count with every id keeping
+// its row (train/partition_layout.hpp).
 #pragma once
 
 #include <memory>
@@ -34,8 +42,24 @@ struct PartitionedVariableRecord {
   DType dtype;
   std::size_t axis = 0;  // the axis the shards split
   std::vector<Variable> parts;
+  // The strategy get_variable fixed ("mod" or "div"), or "" when it fixed none.
+  std::string partition_strategy;
+  // How the lookups built so far route ids: "", "mod", "div" or "both". Mutable because lookups
+  // take the table as a const handle; graph building is single-threaded.
+  mutable std::string lookup_strategy;
 };
 inline constexpr const char* kPartitionedVariables = "partitioned_variables";
+}  // namespace detail
+
+class PartitionedVariable;
+namespace detail {
+// InvalidArgument unless `strategy` is "mod" or "div"; `what` says who asked.
+PSFLOW_DECL void check_partition_strategy(std::string_view strategy, std::string_view what);
+// The strategy a lookup of `table` asking for `requested` ("" for the default) uses: the table's
+// own when it fixed one (InvalidArgument naming the table and both strategies when `requested`
+// differs), else `requested`, else "mod". Notes it in the table's lookup_strategy.
+PSFLOW_DECL std::string use_partition_strategy(const PartitionedVariable& table,
+                                               std::string_view requested);
 }  // namespace detail
 
 // Handle to a partitioned variable. Cheap to copy; a default-constructed one is empty.
@@ -55,6 +79,11 @@ class PartitionedVariable {
   // The shards in order: "<name>/part_0", "<name>/part_1", ...
   std::vector<Variable> partitions() const { return record().parts; }
   std::size_t num_partitions() const { return record().parts.size(); }
+  // The strategy get_variable fixed ("mod" or "div"), or "" when it fixed none.
+  std::string partition_strategy() const { return record().partition_strategy; }
+  // How the lookups built so far route ids: "mod", "div", "both" (read both ways) or "" (none
+  // yet). The Saver stores it with the checkpoint (see the file comment).
+  std::string lookup_strategy() const { return record().lookup_strategy; }
   // The whole value: the shards' values concatenated along the split axis, created where the
   // caller's device scopes say (each shard's value travels there).
   Output as_tensor() const {
@@ -67,6 +96,7 @@ class PartitionedVariable {
   bool operator==(const PartitionedVariable& o) const { return record_ == o.record_; }
 
  private:
+  friend std::string detail::use_partition_strategy(const PartitionedVariable&, std::string_view);
   const detail::PartitionedVariableRecord& record() const {
     if (!record_)
       throw InvalidArgument("using an empty PartitionedVariable handle (default-constructed)");
@@ -87,6 +117,14 @@ PSFLOW_DECL PartitionedVariable get_variable(Graph& graph, std::string_view loca
                                              Initializer init, Partitioner partitioner,
                                              DType dtype = DType::float32, bool trainable = true);
 
+// The same with the table's partition strategy fixed: "mod" or "div" (InvalidArgument naming the
+// variable otherwise). Its lookups then route ids that way by default, and one asking for the
+// other strategy is an InvalidArgument. Reusing the variable with another strategy than the one
+// it was created with is an InvalidArgument too.
+PSFLOW_DECL PartitionedVariable get_variable(Graph& graph, std::string_view local_name, Shape shape,
+                                             Initializer init, Partitioner partitioner, DType dtype,
+                                             bool trainable, std::string_view partition_strategy);
+
 }  // namespace psflow
 
 // Implementation, compiled where psflow's is (core/compilation.hpp).
@@ -101,15 +139,80 @@ PSFLOW_DECL std::vector<PartitionedVariable> partitioned_variables(const Graph& 
   return out;
 }
 
+namespace detail {
+
+PSFLOW_DECL void check_partition_strategy(std::string_view strategy, std::string_view what) {
+  if (strategy != "mod" && strategy != "div")
+    throw InvalidArgument(std::string(what) + ": unknown partition_strategy \"" +
+                          std::string(strategy) + "\": use \"mod\" or \"div\" (as TF)");
+}
+
+PSFLOW_DECL std::string use_partition_strategy(const PartitionedVariable& table,
+                                               std::string_view requested) {
+  const PartitionedVariableRecord& r = table.record();
+  std::string strategy(requested);
+  if (!r.partition_strategy.empty()) {
+    if (!strategy.empty() && strategy != r.partition_strategy)
+      throw InvalidArgument("embedding_lookup on '" + r.name + "' with partition_strategy \"" +
+                            strategy + "\": the table was created with partition_strategy \"" +
+                            r.partition_strategy +
+                            "\" (get_variable), and its rows follow that one; look it up with \"" +
+                            r.partition_strategy + "\" (or the default \"\")");
+    strategy = r.partition_strategy;
+  }
+  if (strategy.empty()) strategy = "mod";
+  check_partition_strategy(strategy, "embedding_lookup on '" + r.name + "'");
+  // Read both ways: the rows cannot follow either strategy alone, so the table cannot move
+  // into another shard count (the Saver refuses it).
+  if (r.lookup_strategy.empty())
+    r.lookup_strategy = strategy;
+  else if (r.lookup_strategy != strategy)
+    r.lookup_strategy = "both";
+  return strategy;
+}
+
+// get_variable's body; `strategy` is "" (none fixed), "mod" or "div".
+PSFLOW_DECL PartitionedVariable get_partitioned_variable(Graph& graph, std::string_view local_name,
+                                                         Shape shape, Initializer init,
+                                                         Partitioner partitioner, DType dtype,
+                                                         bool trainable,
+                                                         std::string_view strategy);
+
+}  // namespace detail
+
 PSFLOW_DECL PartitionedVariable get_variable(Graph& graph, std::string_view local_name, Shape shape,
                                              Initializer init, Partitioner partitioner, DType dtype,
                                              bool trainable) {
+  return detail::get_partitioned_variable(graph, local_name, std::move(shape), std::move(init),
+                                          std::move(partitioner), dtype, trainable, "");
+}
+
+PSFLOW_DECL PartitionedVariable get_variable(Graph& graph, std::string_view local_name, Shape shape,
+                                             Initializer init, Partitioner partitioner, DType dtype,
+                                             bool trainable, std::string_view partition_strategy) {
+  detail::check_partition_strategy(
+      partition_strategy, "get_variable('" + detail::scoped_variable_name(graph, local_name) + "')");
+  return detail::get_partitioned_variable(graph, local_name, std::move(shape), std::move(init),
+                                          std::move(partitioner), dtype, trainable,
+                                          partition_strategy);
+}
+
+PSFLOW_DECL PartitionedVariable detail::get_partitioned_variable(
+    Graph& graph, std::string_view local_name, Shape shape, Initializer init,
+    Partitioner partitioner, DType dtype, bool trainable, std::string_view strategy) {
   const std::string name = detail::scoped_variable_name(graph, local_name);
   std::optional<PartitionedVariable> existing;
   for (const auto& v : partitioned_variables(graph))
     if (v.name() == name) existing = v;
   if (detail::reuse_existing_variable(graph, name, existing.has_value())) {
     detail::check_shared_variable(name, existing->shape(), existing->dtype(), shape, dtype);
+    if (!strategy.empty() && existing->partition_strategy() != strategy)
+      throw InvalidArgument("get_variable('" + name + "'): reused with partition_strategy \"" +
+                            std::string(strategy) + "\", but it was created with " +
+                            (existing->partition_strategy().empty()
+                                 ? std::string("none")
+                                 : "\"" + existing->partition_strategy() + "\"") +
+                            "; reuse it with the strategy it was created with");
     return *existing;
   }
   if (!partitioner)
@@ -133,6 +236,7 @@ PSFLOW_DECL PartitionedVariable get_variable(Graph& graph, std::string_view loca
   record->shape = shape;
   record->dtype = dtype;
   record->axis = axis;
+  record->partition_strategy = std::string(strategy);
   const auto sizes = shard_sizes(shape[axis], count);
   const auto offsets = shard_offsets(shape[axis], count);
   for (std::size_t i = 0; i < count; ++i) {

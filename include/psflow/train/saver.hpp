@@ -20,7 +20,12 @@
 // the tensor stored under its key, cut from or assembled out of whatever slices are there: a
 // checkpoint written with 3 shards restores into 2 or 4 shards, or into an unpartitioned variable
 // of the full shape named like the full name, and an unpartitioned checkpoint restores into
-// shards.
+// shards. Beside them the Saver records which partition strategy each table's rows (and its
+// slots' rows) follow, "<key>:partition_layout" (partition_layout.hpp): a "mod" table's shards are
+// not blocks of id order, so restoring it into another shard count moves each id's row (and its
+// slots' rows) to the shard and row the new count routes it to, and a table looked up both ways
+// restores only into its saved shard count (FailedPrecondition naming it). A checkpoint without
+// these records restores as it always did.
 //
 // Values travel through graph ops only: save() fetches every variable's value with one
 // Session::run, restore() feeds the checkpoint's tensors to assign ops built once at
@@ -35,7 +40,10 @@
 // passes through it (files, checks and errors in sharded_checkpoint.hpp). A sharded checkpoint
 // path works with latest_checkpoint() and restore() as any other; an unsharded Saver restores it
 // too when every shard file is in the checkpoint's directory, and a sharded Saver restores an
-// unsharded one the classic way.
+// unsharded one the classic way. A sharded Saver cannot move a table's rows between shard
+// counts (each task cuts blocks from its own files): restoring a "mod" table into another shard
+// count is a FailedPrecondition naming it, before anything changes; an unsharded Saver restores
+// such a checkpoint (it reads every shard file from the checkpoint's directory).
 #pragma once
 
 #include <cstdint>
@@ -52,6 +60,7 @@
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 #include "psflow/train/dynamic_table_checkpoint.hpp"
+#include "psflow/train/partition_layout.hpp"
 #include "psflow/train/sharded_checkpoint.hpp"
 
 #if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
@@ -490,6 +499,8 @@ PSFLOW_DECL std::string Saver::save(Session& sess, std::string_view prefix,
     for (std::size_t s = 0; s < shards_.size(); ++s)
       index.shards.push_back(
           {shard_file_name(name, s, shards_.size()), shards_[s].task, shards_[s].entries});
+    index.records =
+        detail::partition_layout_entries(detail::graph_partition_layouts(*graph_, variables_));
     write_sharded_index(sharded_index_path(path), index);
   } else {
     std::vector<Output> values;
@@ -509,6 +520,9 @@ PSFLOW_DECL std::string Saver::save(Session& sess, std::string_view prefix,
         slice = CheckpointSlice{info->full_shape, info->var_offset};
       entries.push_back({detail::save_key(v), std::move(fetched[i]), std::move(slice)});
     }
+    for (auto& e :
+         detail::partition_layout_entries(detail::graph_partition_layouts(*graph_, variables_)))
+      entries.push_back(std::move(e));
     write_checkpoint_entries(checkpoint_file_path(path), entries);
   }
 
@@ -564,6 +578,7 @@ PSFLOW_DECL void Saver::restore(Session& sess, std::string_view path) {
       for (auto& e : read_checkpoint_entries((dir / shard.file).string()))
         entries.push_back(std::move(e));
     }
+    entries.insert(entries.end(), index.records.begin(), index.records.end());  // the layouts
     return restore_entries(sess, entries, sharded_index_path(p));
   }
   const std::string file = resolve_file(path);
@@ -580,6 +595,8 @@ PSFLOW_DECL void Saver::restore_sharded(Session& sess, const std::string& path,
   std::map<std::string, std::vector<Part>, std::less<>> by_key;
   for (std::size_t s = 0; s < index.shards.size(); ++s)
     for (const auto& e : index.shards[s].entries) by_key[e.key].push_back({s, &e});
+  const PartitionLayouts saved_layouts = detail::read_partition_layouts(index.records, file);
+  const PartitionLayouts graph_layouts = detail::graph_partition_layouts(*graph_, variables_);
 
   // Every variable is checked against the index first: a checkpoint of another model fails
   // here, before any task reads anything.
@@ -612,6 +629,20 @@ PSFLOW_DECL void Saver::restore_sharded(Session& sess, const std::string& path,
                               ", the graph declares " + detail::describe_variable(v) + " of " +
                               std::string(dtype_name(want.dtype)) + shape_string(full) +
                               ": restore a checkpoint saved from this model");
+      // Each task only cuts blocks from its files: rows that must move are refused here.
+      const auto saved = saved_layouts.find(want.key);
+      if (auto moved = detail::partition_relayout(
+              v, want.key, saved == saved_layouts.end() ? nullptr : &saved->second,
+              first.slice.has_value(), full, graph_layouts, file))
+        throw FailedPrecondition(
+            "checkpoint '" + file + "' holds '" + want.key + "' with its rows in " +
+            std::to_string(moved->first.num_shards) + " shard(s) by partition_strategy \"" +
+            moved->first.strategy + "\", and the graph reads it in " +
+            std::to_string(moved->second.num_shards) + " shard(s) by \"" +
+            moved->second.strategy + "\" (" + detail::describe_variable(v) +
+            "): a sharded Saver restores each task's blocks where they are and cannot move "
+            "rows between shards; restore this checkpoint with an unsharded Saver (it reads "
+            "every shard file from the checkpoint's directory), or with the saved shard count");
       const auto offset = detail::entry_block_offset(want);
       std::size_t covered = 0;
       for (const auto& part : it->second) {
@@ -658,6 +689,8 @@ PSFLOW_DECL void Saver::restore_sharded(Session& sess, const std::string& path,
 PSFLOW_DECL void Saver::restore_entries(Session& sess, const CheckpointEntries& entries,
                                         const std::string& file) {
   const detail::CheckpointIndex index(entries);
+  const PartitionLayouts saved_layouts = detail::read_partition_layouts(entries, file);
+  const PartitionLayouts graph_layouts = detail::graph_partition_layouts(*graph_, variables_);
 
   FeedMap feeds;
   for (std::size_t i = 0; i < variables_.size(); ++i) {
@@ -695,7 +728,15 @@ PSFLOW_DECL void Saver::restore_entries(Session& sess, const CheckpointEntries& 
     const std::vector<std::size_t> offset =
         slice ? slice->var_offset : std::vector<std::size_t>(v.shape().size(), 0);
     std::string missing;
-    auto block = detail::stored_block(*stored, offset, v.shape(), &missing);
+    std::optional<Tensor> block;
+    // A table whose partition layout changes gets each id's row (partition_layout.hpp).
+    const auto saved = saved_layouts.find(key);
+    if (auto moved = detail::partition_relayout(
+            v, key, saved == saved_layouts.end() ? nullptr : &saved->second, stored->sliced,
+            stored->full_shape, graph_layouts, file))
+      block = detail::relayout_block(*stored, v, moved->first, moved->second, &missing);
+    else
+      block = detail::stored_block(*stored, offset, v.shape(), &missing);
     if (!block)
       throw NotFound("checkpoint '" + file + "' holds only part of the " +
                      detail::describe_variable(v) + ": the slices stored under '" + key +

@@ -11,7 +11,8 @@
 //                                            (checkpoint_file.hpp: atomic, checksummed)
 //   on the chief, in <dir>:
 //     model.ckpt-500.index   which shard holds which tensor (or slice), and which task wrote
-//                            each shard: one record "sharded_index" of a checkpoint file
+//                            each shard: a record "sharded_index" of a checkpoint file, then
+//                            the partition layouts of its tables (train/partition_layout.hpp)
 //     checkpoint             the state file, as for an unsharded checkpoint
 //
 // The ops (built by Saver with SaverOptions::sharded, one of each per task, colocated with
@@ -27,7 +28,10 @@
 //                 or corrupt shard anywhere leaves every variable as it was (the tasks whose
 //                 check succeeded are then told to drop what they kept).
 // A restore into another placement (another ps count, variables moved) works when every shard
-// the task needs is in the directory it reads: copy all shards into one directory.
+// the task needs is in the directory it reads: copy all shards into one directory. Each task
+// cuts its variables' blocks from the stored tensors, so it cannot move the rows of a table whose
+// partition layout changes (a "mod" table restored into another shard count): the Saver refuses
+// that with FailedPrecondition before any task reads; an unsharded Saver restores it (saver.hpp).
 //
 // psflow tensors have no string dtype: the per-run request (checkpoint path, shards to read)
 // travels to the ops as an int32 tensor holding one byte per element.
@@ -108,6 +112,9 @@ struct ShardedIndexShard {
 
 struct ShardedIndex {
   std::vector<ShardedIndexShard> shards;
+  // Further whole records of the index file, after "sharded_index": the partition layouts of the
+  // checkpoint's tables (train/partition_layout.hpp), which no single shard could record.
+  CheckpointEntries records;
 };
 
 // Writes `index` to `path` atomically (a checkpoint file; its errors).
@@ -488,17 +495,20 @@ PSFLOW_DECL void write_sharded_index(const std::string& path, const ShardedIndex
     detail::put_field(text, shard.entries.size());
     for (const auto& e : shard.entries) detail::put_entry(text, e);
   }
-  write_checkpoint(path, {{detail::kShardedIndexRecord, detail::string_tensor(text)}});
+  CheckpointEntries records{{detail::kShardedIndexRecord, detail::string_tensor(text), {}}};
+  records.insert(records.end(), index.records.begin(), index.records.end());
+  write_checkpoint_entries(path, records);
 }
 
 PSFLOW_DECL ShardedIndex read_sharded_index(const std::string& path) {
-  const CheckpointTensors tensors = read_checkpoint(path);
-  if (tensors.size() != 1 || tensors[0].first != detail::kShardedIndexRecord)
-    throw DataLoss("'" + path + "' is not the index of a sharded checkpoint (no single '" +
-                   std::string(detail::kShardedIndexRecord) + "' record)");
+  CheckpointEntries records = read_checkpoint_entries(path);
+  if (records.empty() || records[0].name != detail::kShardedIndexRecord || records[0].slice)
+    throw DataLoss("'" + path + "' is not the index of a sharded checkpoint (its first record is "
+                   "not a whole '" +
+                   std::string(detail::kShardedIndexRecord) + "')");
   std::string text;
   try {
-    text = detail::tensor_string(tensors[0].second, "the index");
+    text = detail::tensor_string(records[0].tensor, "the index");
   } catch (const InvalidArgument& e) {
     throw DataLoss("sharded checkpoint index '" + path + "' is corrupt: " + e.message());
   }
@@ -515,6 +525,8 @@ PSFLOW_DECL ShardedIndex read_sharded_index(const std::string& path) {
     for (auto& e : shard.entries) e = detail::read_entry(in);
   }
   if (!in.done()) in.fail("trailing bytes");
+  index.records.assign(std::make_move_iterator(records.begin() + 1),
+                       std::make_move_iterator(records.end()));
   return index;
 }
 
