@@ -25,6 +25,9 @@ RSS_LIMIT_MIB = 1.5 * 256 + 64
 CONV_RATIO = 0.7  # Conv2D and its backprop ops against sgemm on the im2col-shaped matrices
 SPARSE_SIZE_RATIO = 1.3  # step time on the 8M-row table / on the 1M-row table
 SPARSE_RSS_SLACK_MIB = 64  # a ps's peak RSS may exceed its shards' bytes by this much
+DYNAMIC_STEP_RATIO = 1.5  # dynamic table step / partitioned table step at the same live size
+DYNAMIC_SIZE_RATIO = 1.3  # dynamic table step at 8M live keys / at 1M
+DYNAMIC_EVICTION_SPREAD = 0.10  # memory under eviction within 10% of its value at capacity
 # ps-lite on this machine, the same 4096-id pull + push over 2 servers; measured separately,
 # never in this run: about 1.1 ms per step, 3.7 M rows/s, flat from 1M to 8M rows.
 PS_LITE_SPARSE_ROWS_PER_S = 3.7e6
@@ -151,6 +154,43 @@ def sparse(runs, t):
                   None if (p is None or limit is None) else p <= limit)
 
 
+def dynamic(runs, t):
+    """Dynamic embedding tables (bench_dynamic): the sparse step against a partitioned table of
+    the same live size, growth from 1M to 8M live keys, bytes per live row, memory under
+    eviction."""
+    key = "dynamic_step/interleaved"
+    med = {(kind, rows): get(runs, key, "%s_%s_median_us" % (kind, rows))
+           for kind in ["dynamic", "partitioned"] for rows in ["1M", "8M"]}
+    for rows in ["1M", "8M"]:
+        p, r = med["dynamic", rows], med["partitioned", rows]
+        t.add("dynamic table step, %s live keys: median step time (4096 ids, half new) vs a "
+              "partitioned table of as many rows" % rows, p, r, "us",
+              "≤ %.1f × partitioned" % DYNAMIC_STEP_RATIO,
+              None if (p is None or r is None) else p / r <= DYNAMIC_STEP_RATIO)
+    p1, p8 = med["dynamic", "1M"], med["dynamic", "8M"]
+    r1, r8 = med["partitioned", "1M"], med["partitioned", "8M"]
+    p = p8 / p1 if p1 and p8 else None
+    r = r8 / r1 if r1 and r8 else None
+    t.add("dynamic table step: median step time, 8M / 1M live keys", p, r, "x",
+          "≤ %.1f × (dynamic)" % DYNAMIC_SIZE_RATIO, None if p is None else p <= DYNAMIC_SIZE_RATIO)
+    for name in ["GradientDescent", "Adagrad", "Adam"]:
+        key = "dynamic_memory/bytes_per_row/" + name
+        p = get(runs, key, "bytes_per_row_rss")
+        payload = get(runs, key, "payload_bytes")
+        target = get(runs, key, "target_bytes")
+        t.add("dynamic table, %s: bytes per live row (process RSS growth) vs (dim + slots) x 4"
+              % name, p, payload, "bytes",
+              "—" if target is None else "≤ %.0f" % target,
+              None if (p is None or target is None) else p <= target)
+    high = get(runs, "dynamic_memory/eviction", "mib_high")
+    low = get(runs, "dynamic_memory/eviction", "mib_low")
+    cap = get(runs, "dynamic_memory/eviction", "mib_at_capacity")
+    for what, value in [("highest", high), ("lowest", low)]:
+        ok = None if (value is None or not cap) else abs(value / cap - 1) <= DYNAMIC_EVICTION_SPREAD
+        t.add("dynamic table under eviction (10 x capacity streamed): %s memory vs at capacity"
+              % what, value, cap, "MiB", "within 10%", ok)
+
+
 def checkpoint(runs, t):
     """Save and restore of a model on 2 ps processes (bench_checkpoint): each ps writing and
     reading its own shard against the chief pulling the whole model; one disk here."""
@@ -270,6 +310,7 @@ def main(argv):
               None if p is None else p <= RSS_LIMIT_MIB)
 
     sparse(runs, t)
+    dynamic(runs, t)
     conv(runs, t)
     checkpoint(runs, t)
 

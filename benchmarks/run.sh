@@ -5,7 +5,8 @@
 #   ./benchmarks/run.sh                     # everything, 3 repetitions (median kept)
 #   ./benchmarks/run.sh --repetitions 1     # quicker, noisier
 #   ./benchmarks/run.sh --filter 'transfer' # only benchmarks matching a regex
-#   ./benchmarks/run.sh --only sparse       # one binary (net, local, sparse, conv or checkpoint)
+#   ./benchmarks/run.sh --only sparse       # one binary (net, local, sparse, dynamic, conv or
+#                                           # checkpoint)
 #
 # Environment: PSFLOW_BENCH_JOBS (build parallelism, default 1: this machine has 2 shared
 # cores), PSFLOW_BENCH_BUILD_DIR (default build-bench).
@@ -15,15 +16,15 @@ cd "$(dirname "$0")/.."
 
 repetitions=3
 filter=.
-binaries=(net local sparse conv checkpoint)
+binaries=(net local sparse dynamic conv checkpoint)
 while [ $# -gt 0 ]; do
   case "$1" in
     --repetitions) repetitions=$2; shift 2 ;;
     --filter) filter=$2; shift 2 ;;
     --only)
-      case "$2" in net|local|sparse|conv|checkpoint) binaries=("$2") ;; *) echo "$0: --only net|local|sparse|conv|checkpoint" >&2; exit 2 ;; esac
+      case "$2" in net|local|sparse|dynamic|conv|checkpoint) binaries=("$2") ;; *) echo "$0: --only net|local|sparse|dynamic|conv|checkpoint" >&2; exit 2 ;; esac
       shift 2 ;;
-    *) echo "usage: $0 [--repetitions N] [--filter REGEX] [--only net|local|sparse|conv|checkpoint]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--repetitions N] [--filter REGEX] [--only net|local|sparse|dynamic|conv|checkpoint]" >&2; exit 2 ;;
   esac
 done
 
@@ -39,6 +40,7 @@ for b in "${binaries[@]}"; do
     net) targets+=(raw_peer bench_ps bench_net) ;;
     local) targets+=(bench_local) ;;
     sparse) targets+=(raw_peer bench_ps bench_sparse) ;;
+    dynamic) targets+=(bench_ps bench_dynamic) ;;
     conv) targets+=(bench_conv) ;;
     checkpoint) targets+=(bench_ps bench_checkpoint) ;;
   esac
@@ -47,7 +49,8 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 results=$build/benchmarks/results
 mkdir -p "$results"
-rm -f "$results"/net.json "$results"/local.json "$results"/sparse.json "$results"/conv.json \
+rm -f "$results"/net.json "$results"/local.json "$results"/sparse.json "$results"/dynamic.json \
+  "$results"/conv.json \
   "$results"/checkpoint.json
 echo "run.sh: load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -64,7 +67,8 @@ echo "run.sh: load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 inputs=()
-for f in "$results/net.json" "$results/local.json" "$results/sparse.json" "$results/conv.json" \
+for f in "$results/net.json" "$results/local.json" "$results/sparse.json" "$results/dynamic.json" \
+         "$results/conv.json" \
          "$results/checkpoint.json"; do [ -s "$f" ] && inputs+=("$f"); done
 [ ${#inputs[@]} -gt 0 ] || { echo "run.sh: no results" >&2; exit 1; }
 /usr/bin/python3 benchmarks/report.py "${inputs[@]}" || status=$?

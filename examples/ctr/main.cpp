@@ -81,7 +81,7 @@ struct CtrFlags {
   std::size_t table_rows = std::size_t{1} << 22;
   std::int64_t new_ids_per_step = 0;
   std::int64_t min_count = 2;
-  std::size_t capacity = std::size_t{1} << 21;
+  std::size_t capacity = std::size_t{1} << 18;
   std::string eviction = "lfu";
   std::int64_t ttl_steps = 0;
   std::int64_t eviction_interval_steps = 500;

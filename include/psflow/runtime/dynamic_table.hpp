@@ -167,33 +167,38 @@ class DynamicTable {
     {
       std::shared_lock layout(layout_mutex_);
       const std::uint64_t tick = tick_.fetch_add(1, std::memory_order_relaxed) + 1;
-      for_each_stripe_group(keys, n, [&](Stripe& stripe, const std::size_t* idx, std::size_t m) {
-        std::lock_guard lock(stripe.mutex);
-        for (std::size_t q = 0; q < m; ++q) {
-          const std::size_t i = idx[q];
-          const std::int64_t key = keys[i];
-          T* dst = out + i * dim;
-          std::size_t row = stripe.find(key, hash(key));
-          if (row == kNoRow) {
-            if (!insert) {
-              config_.initializer.fill(key, dst, dim);
-              continue;
+      std::vector<std::size_t> found(n);
+      for_each_stripe_group(
+          keys, n,
+          [&](Stripe& stripe, const std::size_t* idx, std::size_t m, const std::uint64_t* hashes) {
+            std::lock_guard lock(stripe.mutex);
+            find_rows(stripe, keys, hashes, idx, m, found.data());
+            for (std::size_t q = 0; q < m; ++q) {
+              const std::size_t i = idx[q];
+              const std::int64_t key = keys[i];
+              T* dst = out + i * dim;
+              std::size_t row = found[i];
+              if (row == kNoRow) row = stripe.find(key, hashes[i]);  // a key given twice
+              if (row == kNoRow) {
+                if (!insert) {
+                  config_.initializer.fill(key, dst, dim);
+                  continue;
+                }
+                if (sketch_ && sketch_->add(key) < static_cast<std::uint64_t>(config_.min_count)) {
+                  std::fill(dst, dst + dim, T(0));
+                  continue;
+                }
+                row = insert_row<T>(stripe, key);
+                stripe.meta(row, stride_).tick = tick;
+              } else if (insert) {
+                RowMeta& meta = stripe.meta(row, stride_);
+                meta.tick = tick;
+                if (meta.frequency < UINT32_MAX) ++meta.frequency;
+              }
+              const T* src = row_values<T>(stripe, row);
+              std::copy(src, src + dim, dst);
             }
-            if (sketch_ && sketch_->add(key) < static_cast<std::uint64_t>(config_.min_count)) {
-              std::fill(dst, dst + dim, T(0));
-              continue;
-            }
-            row = insert_row<T>(stripe, key);
-            stripe.meta(row, stride_).tick = tick;
-          } else if (insert) {
-            RowMeta& meta = stripe.meta(row, stride_);
-            meta.tick = tick;
-            if (meta.frequency < UINT32_MAX) ++meta.frequency;
-          }
-          const T* src = row_values<T>(stripe, row);
-          std::copy(src, src + dim, dst);
-        }
-      });
+          });
     }
     if (insert && config_.capacity > 0 && size() > config_.capacity) evict_over_capacity();
   }
@@ -219,20 +224,24 @@ class DynamicTable {
     std::vector<std::size_t> slot_index;
     for (const auto& s : wanted) slot_index.push_back(slot_position(s.name));
     std::vector<T*> slot_ptrs(wanted.size());
-    for_each_stripe_group(keys, n, [&](Stripe& stripe, const std::size_t* idx, std::size_t m) {
-      std::lock_guard lock(stripe.mutex);
-      for (std::size_t q = 0; q < m; ++q) {
-        const std::size_t i = idx[q];
-        const std::size_t row = stripe.find(keys[i], hash(keys[i]));
-        if (row == kNoRow) continue;
-        T* value = row_values<T>(stripe, row);
-        for (std::size_t s = 0; s < slot_index.size(); ++s)
-          slot_ptrs[s] = value + (1 + slot_index[s]) * dim;
-        rule(value, slot_ptrs.data(), grads + i * dim);
-        stripe.meta(row, stride_).step = at;
-        ++updated;
-      }
-    });
+    std::vector<std::size_t> found(n);
+    for_each_stripe_group(
+        keys, n,
+        [&](Stripe& stripe, const std::size_t* idx, std::size_t m, const std::uint64_t* hashes) {
+          std::lock_guard lock(stripe.mutex);
+          find_rows(stripe, keys, hashes, idx, m, found.data());
+          for (std::size_t q = 0; q < m; ++q) {
+            const std::size_t i = idx[q];
+            const std::size_t row = found[i];
+            if (row == kNoRow) continue;
+            T* value = row_values<T>(stripe, row);
+            for (std::size_t s = 0; s < slot_index.size(); ++s)
+              slot_ptrs[s] = value + (1 + slot_index[s]) * dim;
+            rule(value, slot_ptrs.data(), grads + i * dim);
+            stripe.meta(row, stride_).step = at;
+            ++updated;
+          }
+        });
     return updated;
   }
 
@@ -381,9 +390,8 @@ class DynamicTable {
     std::size_t bytes = sketch_ ? sketch_->depth() * sketch_->width() * 4 : 0;
     for (const auto& stripe : stripes_) {
       std::lock_guard lock(stripe.mutex);
-      bytes += stripe.chunks.size() * kChunkRows * stride_ +
-               stripe.index_keys.capacity() * sizeof(std::int64_t) +
-               stripe.index_rows.capacity() * sizeof(std::uint32_t);
+      bytes +=
+          stripe.chunks.size() * kChunkRows * stride_ + stripe.index.capacity() * sizeof(Bucket);
     }
     return bytes;
   }
@@ -402,10 +410,15 @@ class DynamicTable {
     std::uint32_t unused;
   };
 
+  // A key and its row side by side, so a probe touches one cache line.
+  struct Bucket {
+    std::int64_t key;
+    std::uint32_t row;  // row + 1; 0: an empty bucket
+  };
+
   struct Stripe {
     mutable std::mutex mutex;
-    std::vector<std::int64_t> index_keys;
-    std::vector<std::uint32_t> index_rows;  // row + 1; 0: an empty bucket
+    std::vector<Bucket> index;
     std::size_t rows = 0;
     std::vector<std::unique_ptr<std::byte[]>> chunks;
 
@@ -416,63 +429,58 @@ class DynamicTable {
       return *reinterpret_cast<RowMeta*>(row(r, stride));
     }
     static std::size_t home(std::uint64_t h, std::size_t mask) { return (h >> 8) & mask; }
+    void prefetch(std::uint64_t h) const {
+      if (!index.empty()) __builtin_prefetch(&index[home(h, index.size() - 1)]);
+    }
     std::size_t find(std::int64_t key, std::uint64_t h) const {
-      if (index_rows.empty()) return kNoRow;
-      const std::size_t mask = index_rows.size() - 1;
+      if (index.empty()) return kNoRow;
+      const std::size_t mask = index.size() - 1;
       for (std::size_t b = home(h, mask);; b = (b + 1) & mask) {
-        if (index_rows[b] == 0) return kNoRow;
-        if (index_keys[b] == key) return index_rows[b] - 1;
+        if (index[b].row == 0) return kNoRow;
+        if (index[b].key == key) return index[b].row - 1;
       }
     }
     std::size_t bucket_of(std::int64_t key) const {
-      const std::size_t mask = index_rows.size() - 1;
+      const std::size_t mask = index.size() - 1;
       for (std::size_t b = home(hash(key), mask);; b = (b + 1) & mask)
-        if (index_rows[b] != 0 && index_keys[b] == key) return b;
+        if (index[b].row != 0 && index[b].key == key) return b;
     }
     void index_insert(std::int64_t key, std::size_t r) {
-      if ((rows + 1) * 4 > index_rows.size() * 3) grow_index();
-      const std::size_t mask = index_rows.size() - 1;
+      if ((rows + 1) * 4 > index.size() * 3) grow_index();
+      const std::size_t mask = index.size() - 1;
       std::size_t b = home(hash(key), mask);
-      while (index_rows[b] != 0) b = (b + 1) & mask;
-      index_keys[b] = key;
-      index_rows[b] = static_cast<std::uint32_t>(r + 1);
+      while (index[b].row != 0) b = (b + 1) & mask;
+      index[b] = {key, static_cast<std::uint32_t>(r + 1)};
     }
     void grow_index() {
-      const std::size_t size = std::max<std::size_t>(16, index_rows.size() * 2);
-      std::vector<std::int64_t> old_keys(size);
-      std::vector<std::uint32_t> old_rows(size, 0);
-      old_keys.swap(index_keys);
-      old_rows.swap(index_rows);
-      const std::size_t mask = size - 1;
-      for (std::size_t b = 0; b < old_rows.size(); ++b) {
-        if (old_rows[b] == 0) continue;
-        std::size_t to = home(hash(old_keys[b]), mask);
-        while (index_rows[to] != 0) to = (to + 1) & mask;
-        index_keys[to] = old_keys[b];
-        index_rows[to] = old_rows[b];
+      std::vector<Bucket> old(std::max<std::size_t>(16, index.size() * 2), Bucket{0, 0});
+      old.swap(index);
+      const std::size_t mask = index.size() - 1;
+      for (const Bucket& bucket : old) {
+        if (bucket.row == 0) continue;
+        std::size_t to = home(hash(bucket.key), mask);
+        while (index[to].row != 0) to = (to + 1) & mask;
+        index[to] = bucket;
       }
     }
     // Empties bucket b, shifting later buckets of the probe run back (no tombstones).
     void index_erase(std::size_t b) {
-      const std::size_t mask = index_rows.size() - 1;
+      const std::size_t mask = index.size() - 1;
       std::size_t hole = b;
-      for (std::size_t next = (b + 1) & mask; index_rows[next] != 0; next = (next + 1) & mask) {
-        const std::size_t want = home(hash(index_keys[next]), mask);
+      for (std::size_t next = (b + 1) & mask; index[next].row != 0; next = (next + 1) & mask) {
+        const std::size_t want = home(hash(index[next].key), mask);
         // Move `next` into the hole unless its home lies cyclically in (hole, next].
         const bool stays =
             hole <= next ? (hole < want && want <= next) : (hole < want || want <= next);
         if (stays) continue;
-        index_keys[hole] = index_keys[next];
-        index_rows[hole] = index_rows[next];
+        index[hole] = index[next];
         hole = next;
       }
-      index_rows[hole] = 0;
+      index[hole].row = 0;
     }
     void reset() {
-      index_keys.clear();
-      index_rows.clear();
-      index_keys.shrink_to_fit();
-      index_rows.shrink_to_fit();
+      index.clear();
+      index.shrink_to_fit();
       chunks.clear();
       rows = 0;
     }
@@ -488,14 +496,16 @@ class DynamicTable {
 
   Stripe& stripe_of(std::uint64_t h) { return stripes_[h % kStripes]; }
 
-  // Calls fn(stripe, indices, count) once per stripe that holds some of keys[0..n), with the
-  // positions of those keys in order.
+  // Calls fn(stripe, indices, count, hashes) once per stripe that holds some of keys[0..n),
+  // with the positions of those keys in order (hashes[i]: the hash of keys[i]).
   template <class Fn>
   void for_each_stripe_group(const std::int64_t* keys, std::size_t n, Fn&& fn) {
     std::array<std::size_t, kStripes + 1> start{};
     std::vector<std::uint8_t> stripe_at(n);
+    std::vector<std::uint64_t> hashes(n);
     for (std::size_t i = 0; i < n; ++i) {
-      stripe_at[i] = static_cast<std::uint8_t>(hash(keys[i]) % kStripes);
+      hashes[i] = hash(keys[i]);
+      stripe_at[i] = static_cast<std::uint8_t>(hashes[i] % kStripes);
       ++start[stripe_at[i] + 1];
     }
     for (std::size_t s = 0; s < kStripes; ++s) start[s + 1] += start[s];
@@ -504,7 +514,20 @@ class DynamicTable {
     for (std::size_t i = 0; i < n; ++i) order[start[stripe_at[i]] + fill[stripe_at[i]]++] = i;
     for (std::size_t s = 0; s < kStripes; ++s)
       if (start[s + 1] > start[s])
-        fn(stripes_[s], order.data() + start[s], start[s + 1] - start[s]);
+        fn(stripes_[s], order.data() + start[s], start[s + 1] - start[s], hashes.data());
+  }
+
+  // found[idx[q]] = the row of keys[idx[q]] in `stripe` (kNoRow when absent), for q < m. The
+  // index buckets, then the rows, are prefetched for the whole group first: a batch's keys hit
+  // random places of a large table, and waiting for each miss in turn would dominate.
+  void find_rows(const Stripe& stripe, const std::int64_t* keys, const std::uint64_t* hashes,
+                 const std::size_t* idx, std::size_t m, std::size_t* found) const {
+    for (std::size_t q = 0; q < m; ++q) stripe.prefetch(hashes[idx[q]]);
+    for (std::size_t q = 0; q < m; ++q) {
+      const std::size_t i = idx[q];
+      found[i] = stripe.find(keys[i], hashes[i]);
+      if (found[i] != kNoRow) __builtin_prefetch(stripe.row(found[i], stride_));
+    }
   }
 
   template <class T>
@@ -516,7 +539,7 @@ class DynamicTable {
   std::size_t append_row(Stripe& stripe, std::int64_t key) {
     const std::size_t row = stripe.rows;
     if (row / kChunkRows >= stripe.chunks.size())
-      stripe.chunks.push_back(std::make_unique<std::byte[]>(kChunkRows * stride_));
+      stripe.chunks.emplace_back(new std::byte[kChunkRows * stride_]);  // rows written on use
     stripe.index_insert(key, row);
     ++stripe.rows;
     size_.fetch_add(1, std::memory_order_relaxed);
@@ -544,7 +567,7 @@ class DynamicTable {
     const std::size_t last = stripe.rows - 1;
     if (row != last) {
       std::memcpy(stripe.row(row, stride_), stripe.row(last, stride_), stride_);
-      stripe.index_rows[stripe.bucket_of(stripe.meta(row, stride_).key)] =
+      stripe.index[stripe.bucket_of(stripe.meta(row, stride_).key)].row =
           static_cast<std::uint32_t>(row + 1);
     }
     --stripe.rows;

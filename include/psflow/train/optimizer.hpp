@@ -208,7 +208,8 @@ class Optimizer {
 
  private:
   // The DynamicTableApply of a dynamic table shard's gradient (an IndexedSlices keyed by id),
-  // duplicates summed, stamped with the global step when there is one.
+  // duplicates summed (unless it is one lookup's, whose keys are distinct), stamped with the
+  // global step when there is one.
   Operation apply_dynamic(const Output& grad, const Variable& shard,
                           const std::optional<Variable>& global_step);
 
@@ -455,7 +456,8 @@ PSFLOW_DECL Operation Optimizer::apply_dynamic(const Output& grad, const Variabl
                           "' of dynamic embedding table shard '" + shard.name() +
                           "' is dense; a dynamic table takes the sparse gradient of its lookups "
                           "(pass compute_gradients' gradient unchanged)");
-  const IndexedSlices rows = deduplicate(*slices);
+  const bool distinct = grad.op().attrs().count(psflow::detail::kDistinctIndices) > 0;
+  const IndexedSlices rows = distinct ? *slices : deduplicate(*slices);
   DynamicRule rule = dynamic_rule(shard);
   Graph& graph = shard.graph();
   const Output step = global_step ? global_step->value()
