@@ -167,38 +167,29 @@ class DynamicTable {
     {
       std::shared_lock layout(layout_mutex_);
       const std::uint64_t tick = tick_.fetch_add(1, std::memory_order_relaxed) + 1;
-      std::vector<std::size_t> found(n);
-      for_each_stripe_group(
-          keys, n,
-          [&](Stripe& stripe, const std::size_t* idx, std::size_t m, const std::uint64_t* hashes) {
-            std::lock_guard lock(stripe.mutex);
-            find_rows(stripe, keys, hashes, idx, m, found.data());
-            for (std::size_t q = 0; q < m; ++q) {
-              const std::size_t i = idx[q];
-              const std::int64_t key = keys[i];
-              T* dst = out + i * dim;
-              std::size_t row = found[i];
-              if (row == kNoRow) row = stripe.find(key, hashes[i]);  // a key given twice
-              if (row == kNoRow) {
-                if (!insert) {
-                  config_.initializer.fill(key, dst, dim);
-                  continue;
-                }
-                if (sketch_ && sketch_->add(key) < static_cast<std::uint64_t>(config_.min_count)) {
-                  std::fill(dst, dst + dim, T(0));
-                  continue;
-                }
-                row = insert_row<T>(stripe, key);
-                stripe.meta(row, stride_).tick = tick;
-              } else if (insert) {
-                RowMeta& meta = stripe.meta(row, stride_);
-                meta.tick = tick;
-                if (meta.frequency < UINT32_MAX) ++meta.frequency;
-              }
-              const T* src = row_values<T>(stripe, row);
-              std::copy(src, src + dim, dst);
-            }
-          });
+      for_each_key(keys, n, [&](Stripe& stripe, std::size_t i, std::size_t row, std::uint64_t h) {
+        const std::int64_t key = keys[i];
+        T* dst = out + i * dim;
+        if (row == kNoRow) row = stripe.find(key, h);  // a key given twice, inserted since
+        if (row == kNoRow) {
+          if (!insert) {
+            config_.initializer.fill(key, dst, dim);
+            return;
+          }
+          if (sketch_ && sketch_->add(key) < static_cast<std::uint64_t>(config_.min_count)) {
+            std::fill(dst, dst + dim, T(0));
+            return;
+          }
+          row = insert_row<T>(stripe, key);
+          stripe.meta(row, stride_).tick = tick;
+        } else if (insert) {
+          RowMeta& meta = stripe.meta(row, stride_);
+          meta.tick = tick;
+          if (meta.frequency < UINT32_MAX) ++meta.frequency;
+        }
+        const T* src = row_values<T>(stripe, row);
+        std::copy(src, src + dim, dst);
+      });
     }
     if (insert && config_.capacity > 0 && size() > config_.capacity) evict_over_capacity();
   }
@@ -224,24 +215,15 @@ class DynamicTable {
     std::vector<std::size_t> slot_index;
     for (const auto& s : wanted) slot_index.push_back(slot_position(s.name));
     std::vector<T*> slot_ptrs(wanted.size());
-    std::vector<std::size_t> found(n);
-    for_each_stripe_group(
-        keys, n,
-        [&](Stripe& stripe, const std::size_t* idx, std::size_t m, const std::uint64_t* hashes) {
-          std::lock_guard lock(stripe.mutex);
-          find_rows(stripe, keys, hashes, idx, m, found.data());
-          for (std::size_t q = 0; q < m; ++q) {
-            const std::size_t i = idx[q];
-            const std::size_t row = found[i];
-            if (row == kNoRow) continue;
-            T* value = row_values<T>(stripe, row);
-            for (std::size_t s = 0; s < slot_index.size(); ++s)
-              slot_ptrs[s] = value + (1 + slot_index[s]) * dim;
-            rule(value, slot_ptrs.data(), grads + i * dim);
-            stripe.meta(row, stride_).step = at;
-            ++updated;
-          }
-        });
+    for_each_key(keys, n, [&](Stripe& stripe, std::size_t i, std::size_t row, std::uint64_t) {
+      if (row == kNoRow) return;
+      T* value = row_values<T>(stripe, row);
+      for (std::size_t s = 0; s < slot_index.size(); ++s)
+        slot_ptrs[s] = value + (1 + slot_index[s]) * dim;
+      rule(value, slot_ptrs.data(), grads + i * dim);
+      stripe.meta(row, stride_).step = at;
+      ++updated;
+    });
     return updated;
   }
 
@@ -496,10 +478,13 @@ class DynamicTable {
 
   Stripe& stripe_of(std::uint64_t h) { return stripes_[h % kStripes]; }
 
-  // Calls fn(stripe, indices, count, hashes) once per stripe that holds some of keys[0..n),
-  // with the positions of those keys in order (hashes[i]: the hash of keys[i]).
+  // Calls fn(stripe, i, row, hash) for each of keys[0..n), grouped by stripe, each stripe
+  // locked once for its keys (one stripe at a time): row is keys[i]'s row in `stripe` as found
+  // before fn's first call for that stripe (kNoRow when absent), hash its hash. A stripe's index
+  // buckets, then its rows, are prefetched for the whole group first: a batch's keys hit random
+  // places of a large table, and waiting for each miss in turn would dominate.
   template <class Fn>
-  void for_each_stripe_group(const std::int64_t* keys, std::size_t n, Fn&& fn) {
+  void for_each_key(const std::int64_t* keys, std::size_t n, Fn&& fn) {
     std::array<std::size_t, kStripes + 1> start{};
     std::vector<std::uint8_t> stripe_at(n);
     std::vector<std::uint64_t> hashes(n);
@@ -509,24 +494,21 @@ class DynamicTable {
       ++start[stripe_at[i] + 1];
     }
     for (std::size_t s = 0; s < kStripes; ++s) start[s + 1] += start[s];
-    std::vector<std::size_t> order(n);
+    std::vector<std::size_t> order(n), found(n);
     std::array<std::size_t, kStripes> fill{};
     for (std::size_t i = 0; i < n; ++i) order[start[stripe_at[i]] + fill[stripe_at[i]]++] = i;
-    for (std::size_t s = 0; s < kStripes; ++s)
-      if (start[s + 1] > start[s])
-        fn(stripes_[s], order.data() + start[s], start[s + 1] - start[s], hashes.data());
-  }
-
-  // found[idx[q]] = the row of keys[idx[q]] in `stripe` (kNoRow when absent), for q < m. The
-  // index buckets, then the rows, are prefetched for the whole group first: a batch's keys hit
-  // random places of a large table, and waiting for each miss in turn would dominate.
-  void find_rows(const Stripe& stripe, const std::int64_t* keys, const std::uint64_t* hashes,
-                 const std::size_t* idx, std::size_t m, std::size_t* found) const {
-    for (std::size_t q = 0; q < m; ++q) stripe.prefetch(hashes[idx[q]]);
-    for (std::size_t q = 0; q < m; ++q) {
-      const std::size_t i = idx[q];
-      found[i] = stripe.find(keys[i], hashes[i]);
-      if (found[i] != kNoRow) __builtin_prefetch(stripe.row(found[i], stride_));
+    for (std::size_t s = 0; s < kStripes; ++s) {
+      if (start[s + 1] == start[s]) continue;
+      Stripe& stripe = stripes_[s];
+      std::lock_guard lock(stripe.mutex);
+      for (std::size_t q = start[s]; q < start[s + 1]; ++q) stripe.prefetch(hashes[order[q]]);
+      for (std::size_t q = start[s]; q < start[s + 1]; ++q) {
+        const std::size_t i = order[q];
+        found[i] = stripe.find(keys[i], hashes[i]);
+        if (found[i] != kNoRow) __builtin_prefetch(stripe.row(found[i], stride_));
+      }
+      for (std::size_t q = start[s]; q < start[s + 1]; ++q)
+        fn(stripe, order[q], found[order[q]], hashes[order[q]]);
     }
   }
 
