@@ -54,6 +54,21 @@ std::size_t concat_row(std::size_t id, std::size_t rows, std::size_t shards,
   return offsets[id % shards] + id / shards;
 }
 
+// A 6 x 2 float64 table of row_number_initializer in 2 shards, and a batch of 3 rows as sparse
+// ids: row 0 has ids {1, 4}, row 1 none, row 2 {4, 4, 5}; weights {1, 3, 2, 2, 1}.
+struct SparseBatch {
+  PartitionedVariable emb;
+  SparseTensor sp, weights;
+  explicit SparseBatch(Graph& g)
+      : emb(get_variable(g, "emb", {6, 2}, row_number_initializer(), fixed_size_partitioner(2),
+                         DType::float64)),
+        sp{ops::constant(g,
+                         Tensor::from_vector<std::int64_t>({0, 0, 0, 1, 2, 0, 2, 1, 2, 2}, {5, 2})),
+           ops::constant(g, ids64({1, 4, 4, 4, 5})), ops::constant(g, ids64({3, 3}))},
+        weights{sp.indices, ops::constant(g, Tensor::from_vector<double>({1, 3, 2, 2, 1})),
+                sp.dense_shape} {}
+};
+
 }  // namespace embedding_test
 
 using namespace embedding_test;
@@ -185,14 +200,8 @@ TEST_CASE("embedding_lookup of a plain variable, and the bad-input errors") {
 
 TEST_CASE("embedding_lookup_sparse combines each batch row's rows: sum, mean, sqrtn") {
   Graph g;
-  auto emb = get_variable(g, "emb", {6, 2}, row_number_initializer(), fixed_size_partitioner(2),
-                          DType::float64);
-  // Batch of 3 rows: row 0 has ids {1, 4}, row 1 none, row 2 has {4, 4, 5}.
-  Tensor indices = Tensor::from_vector<std::int64_t>({0, 0, 0, 1, 2, 0, 2, 1, 2, 2}, {5, 2});
-  SparseTensor sp{ops::constant(g, indices), ops::constant(g, ids64({1, 4, 4, 4, 5})),
-                  ops::constant(g, ids64({3, 3}))};
-  SparseTensor weights{sp.indices, ops::constant(g, Tensor::from_vector<double>({1, 3, 2, 2, 1})),
-                       sp.dense_shape};
+  const SparseBatch batch(g);
+  const auto& [emb, sp, weights] = batch;
   std::vector<Output> outs;
   for (const char* combiner : {"sum", "mean", "sqrtn"}) {
     outs.push_back(ops::embedding_lookup_sparse(emb, sp, combiner));
@@ -222,13 +231,8 @@ TEST_CASE("embedding_lookup_sparse combines each batch row's rows: sum, mean, sq
 
 TEST_CASE("embedding_lookup_sparse routes ids by its partition_strategy") {
   Graph g;
-  auto emb = get_variable(g, "emb", {6, 2}, row_number_initializer(), fixed_size_partitioner(2),
-                          DType::float64);
-  Tensor indices = Tensor::from_vector<std::int64_t>({0, 0, 0, 1, 2, 0, 2, 1, 2, 2}, {5, 2});
-  SparseTensor sp{ops::constant(g, indices), ops::constant(g, ids64({1, 4, 4, 4, 5})),
-                  ops::constant(g, ids64({3, 3}))};
-  SparseTensor weights{sp.indices, ops::constant(g, Tensor::from_vector<double>({1, 3, 2, 2, 1})),
-                       sp.dense_shape};
+  const SparseBatch batch(g);
+  const auto& [emb, sp, weights] = batch;
   std::vector<Output> outs;
   for (const char* strategy : {"mod", "div"}) {
     outs.push_back(ops::embedding_lookup_sparse(emb, sp, "sum", strategy));
@@ -277,9 +281,9 @@ TEST_CASE("get_variable with a partition_strategy fixes how the table's lookups 
     auto sparse = ops::embedding_lookup_sparse(emb, sp, "sum");
     CHECK(emb.lookup_strategy() == strategy);
     // The other strategy names the table and both strategies.
-    CHECK_THROWS_WITH(ops::embedding_lookup(emb, ids, other),
-                      Contains("'emb'") && Contains("\"" + other + "\"") &&
-                          Contains("\"" + strategy + "\""));
+    CHECK_THROWS_WITH(ops::embedding_lookup(emb, ids, other), Contains("'emb'") &&
+                                                                  Contains("\"" + other + "\"") &&
+                                                                  Contains("\"" + strategy + "\""));
     CHECK_THROWS_WITH(ops::embedding_lookup_sparse(emb, sp, "sum", other),
                       Contains("'emb'") && Contains("\"" + other + "\""));
     CHECK(emb.lookup_strategy() == strategy);  // a refused lookup notes nothing
@@ -293,10 +297,10 @@ TEST_CASE("get_variable with a partition_strategy fixes how the table's lookups 
                                fixed_size_partitioner(2), DType::float32, true, strategy);
       }
       auto reuse = scoped.variable_scope("t", VariableReuse::reuse);
-      CHECK_THROWS_WITH(get_variable(scoped, "emb", {4, 2}, zeros_initializer(),
-                                     fixed_size_partitioner(2), DType::float32, true, other),
-                        Contains("'t/emb'") && Contains("\"" + other + "\"") &&
-                            Contains("\"" + strategy + "\""));
+      CHECK_THROWS_WITH(
+          get_variable(scoped, "emb", {4, 2}, zeros_initializer(), fixed_size_partitioner(2),
+                       DType::float32, true, other),
+          Contains("'t/emb'") && Contains("\"" + other + "\"") && Contains("\"" + strategy + "\""));
       CHECK(get_variable(scoped, "emb", {4, 2}, zeros_initializer(), fixed_size_partitioner(2),
                          DType::float32, true, strategy) == created);
       CHECK(get_variable(scoped, "emb", {4, 2}, zeros_initializer(), fixed_size_partitioner(2)) ==

@@ -2,7 +2,8 @@
 // values survive a save/restore, checkpoints are numbered and pruned, corrupt files never
 // change a variable, partitioned variables (and their optimizer slots) restore into another
 // shard count ("mod" tables id by id, through the checkpoint's partition layouts; a table read
-// both ways only into its saved count), and a Supervisor restores instead of initializing when it can.
+// both ways only into its saved count), and a Supervisor restores instead of initializing when it
+// can.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -803,6 +804,17 @@ void check_rows_by_id(const std::pair<Tensor, std::vector<std::vector<float>>>& 
   }
 }
 
+// Restores `path` into a fresh table of `shards` shards read by `strategy`, and checks every
+// id's row and slot against `want`.
+void check_restores_by_id(const std::string& path, std::size_t shards, const char* strategy,
+                          const std::pair<Tensor, std::vector<std::vector<float>>>& want) {
+  StrategyTable t(shards, zeros_initializer(), strategy);
+  train::Saver saver(t.g);
+  Session sess(t.g);
+  saver.restore(sess, path);
+  check_rows_by_id(t.by_id(sess), want);
+}
+
 }  // namespace
 
 TEST_CASE("a \"mod\" table restores into 3, 2 and 1 shards: every id keeps its row and slots") {
@@ -827,11 +839,7 @@ TEST_CASE("a \"div\" table restores into another shard count id by id") {
   for (auto [from, to] : {std::pair<std::size_t, std::size_t>{3, 2}, {2, 3}}) {
     INFO(from << " -> " << to << " shards");
     const auto [path, want] = trained_checkpoint(dir, "div", from);
-    StrategyTable t(to, zeros_initializer(), "div");
-    train::Saver saver(t.g);
-    Session sess(t.g);
-    saver.restore(sess, path);
-    check_rows_by_id(t.by_id(sess), want);
+    check_restores_by_id(path, to, "div", want);
   }
 }
 
@@ -853,12 +861,7 @@ TEST_CASE("a plain variable restores from a \"mod\" checkpoint in id order, and 
     }
   }
   // Saved whole (id order), it restores into a "mod" table of 2 shards id by id.
-  const std::string plain = saver.save(sess, dir.file("plain.ckpt"));
-  StrategyTable t(2, zeros_initializer(), "mod");
-  train::Saver restorer(t.g);
-  Session fresh(t.g);
-  restorer.restore(fresh, plain);
-  check_rows_by_id(t.by_id(fresh), want);
+  check_restores_by_id(saver.save(sess, dir.file("plain.ckpt")), 2, "mod", want);
 }
 
 TEST_CASE("a checkpoint without partition layouts restores as it always did") {
@@ -869,7 +872,8 @@ TEST_CASE("a checkpoint without partition layouts restores as it always did") {
   Tensor stored_table;
   for (auto& e : train::read_checkpoint_entries(train::checkpoint_file_path(path)))
     if (!e.name.ends_with(train::partition_layout_suffix)) old.push_back(e);
-  REQUIRE(old.size() + 2 == train::read_checkpoint_entries(train::checkpoint_file_path(path)).size());
+  REQUIRE(old.size() + 2 ==
+          train::read_checkpoint_entries(train::checkpoint_file_path(path)).size());
   const std::string old_path = dir.file("old.ckpt");
   train::write_checkpoint_entries(train::checkpoint_file_path(old_path), old);
   for (const auto& [name, tensor] : train::read_checkpoint(train::checkpoint_file_path(old_path)))
@@ -919,9 +923,9 @@ TEST_CASE("a table read both ways restores only into its saved shard count") {
     const Tensor before = sess.run({t->emb.as_tensor()})[0];
     CHECK_THROWS_AS(saver.restore(sess, path), FailedPrecondition);
     CHECK_THROWS_WITH(saver.restore(sess, path),
-                         Catch::Matchers::Contains("'emb'") &&
-                             Catch::Matchers::Contains("both with partition_strategy") &&
-                             Catch::Matchers::Contains("restore it into 2 shard(s)"));
+                      Catch::Matchers::Contains("'emb'") &&
+                          Catch::Matchers::Contains("both with partition_strategy") &&
+                          Catch::Matchers::Contains("restore it into 2 shard(s)"));
     check_equal(sess.run({t->emb.as_tensor()})[0], before);  // nothing changed
   }
   {  // A table saved read one way cannot move into a graph that reads it both ways either.

@@ -60,6 +60,39 @@ struct Replica {
   }
 };
 
+// Trains `chief` (on worker 0) and `other` (on worker 1, in a thread) for `steps` steps each
+// with sync replicas; returns the chief's session, still open, for the caller's checks.
+template <class Replica>
+std::unique_ptr<train::MonitoredTrainingSession> train_two_replicas(PsAndWorkers& cluster,
+                                                                    Replica& chief, Replica& other,
+                                                                    int steps) {
+  auto options = [&](Replica& r, const Server& server, bool is_chief) {
+    train::MonitoredTrainingSessionOptions o;
+    o.master = server.target();
+    o.is_chief = is_chief;
+    o.hooks.push_back(r.sync->make_session_run_hook(is_chief));
+    o.log_step_count_steps = 0;
+    o.ready_deadline_secs = 30;
+    return o;
+  };
+  auto session = std::make_unique<train::MonitoredTrainingSession>(
+      chief.g, options(chief, *cluster.workers[0], true));
+  std::atomic<int> failures{0};
+  std::jthread other_thread([&] {
+    try {
+      train::MonitoredTrainingSession sess(other.g, options(other, *cluster.workers[1], false));
+      for (int s = 0; s < steps; ++s) sess.run(other.train_op);
+    } catch (const std::exception& e) {
+      ++failures;
+      WARN(e.what());
+    }
+  });
+  for (int s = 0; s < steps; ++s) session->run(chief.train_op);
+  other_thread.join();
+  CHECK(failures == 0);
+  return session;
+}
+
 }  // namespace
 
 TEST_CASE("an accumulator averages, drops stale gradients and releases waiters when closed") {
@@ -293,31 +326,8 @@ TEST_CASE("sync replicas with sparse gradients apply exactly the aggregated rows
   SparseReplica chief_replica(cluster.spec(), 0, {1, 3, 3});
   SparseReplica other_replica(cluster.spec(), 1, {3, 5});
   for (const auto& op : chief_replica.g.operations()) CHECK(op.type() != "AccumulatorTakeGradient");
-  auto options = [&](SparseReplica& r, const Server& server, bool chief) {
-    train::MonitoredTrainingSessionOptions o;
-    o.master = server.target();
-    o.is_chief = chief;
-    o.hooks.push_back(r.sync->make_session_run_hook(chief));
-    o.log_step_count_steps = 0;
-    o.ready_deadline_secs = 30;
-    return o;
-  };
-  train::MonitoredTrainingSession chief(chief_replica.g,
-                                        options(chief_replica, *cluster.workers[0], true));
-  std::atomic<int> failures{0};
-  std::jthread other([&] {
-    try {
-      train::MonitoredTrainingSession sess(other_replica.g,
-                                           options(other_replica, *cluster.workers[1], false));
-      for (int s = 0; s < kSteps; ++s) sess.run(other_replica.train_op);
-    } catch (const std::exception& e) {
-      ++failures;
-      WARN(e.what());
-    }
-  });
-  for (int s = 0; s < kSteps; ++s) chief.run(chief_replica.train_op);
-  other.join();
-  CHECK(failures == 0);
+  auto chief_session = train_two_replicas(cluster, chief_replica, other_replica, kSteps);
+  train::MonitoredTrainingSession& chief = *chief_session;
   auto values =
       chief.raw_session().run({chief_replica.global_step.value(), chief_replica.emb.as_tensor()});
   CHECK(values[0].scalar<std::int64_t>() == kSteps);
@@ -361,31 +371,8 @@ TEST_CASE("sync replicas aggregate a dynamic table's gradients keyed by id") {
   };
   DynamicReplica chief_replica(cluster.spec(), 0, {-7, big, big});
   DynamicReplica other_replica(cluster.spec(), 1, {big, 5});
-  auto options = [&](DynamicReplica& r, const Server& server, bool chief) {
-    train::MonitoredTrainingSessionOptions o;
-    o.master = server.target();
-    o.is_chief = chief;
-    o.hooks.push_back(r.sync->make_session_run_hook(chief));
-    o.log_step_count_steps = 0;
-    o.ready_deadline_secs = 30;
-    return o;
-  };
-  train::MonitoredTrainingSession chief(chief_replica.g,
-                                        options(chief_replica, *cluster.workers[0], true));
-  std::atomic<int> failures{0};
-  std::jthread other([&] {
-    try {
-      train::MonitoredTrainingSession sess(other_replica.g,
-                                           options(other_replica, *cluster.workers[1], false));
-      for (int s = 0; s < kSteps; ++s) sess.run(other_replica.train_op);
-    } catch (const std::exception& e) {
-      ++failures;
-      WARN(e.what());
-    }
-  });
-  for (int s = 0; s < kSteps; ++s) chief.run(chief_replica.train_op);
-  other.join();
-  CHECK(failures == 0);
+  auto chief_session = train_two_replicas(cluster, chief_replica, other_replica, kSteps);
+  train::MonitoredTrainingSession& chief = *chief_session;
   auto values = chief.raw_session().run(
       {chief_replica.global_step.value(), chief_replica.rows},
       {{chief_replica.ids, Tensor::from_vector<std::int64_t>({-7, big, 5})}});

@@ -320,18 +320,10 @@ PSFLOW_DECL Output find_distinct(const DynamicEmbeddingRecord& table, Output dis
         .output(0);
   };
   if (table.shards.size() == 1) return find(table.shards.front(), distinct);
-  const auto n = static_cast<std::int64_t>(table.shards.size());
-  const Output shard = ops::dynamic_shard_ids(distinct, n);
-  Graph& graph = distinct.graph();
-  const Output positions =
-      ops::range(ops::constant(graph, Tensor(std::int64_t{0})), ops::size(distinct),
-                 ops::constant(graph, Tensor(std::int64_t{1})));
-  const std::vector<Output> keys = ops::dynamic_partition(distinct, shard, n);
-  const std::vector<Output> where = ops::dynamic_partition(positions, shard, n);
-  std::vector<Output> rows;
-  for (std::size_t p = 0; p < table.shards.size(); ++p)
-    rows.push_back(find(table.shards[p], keys[p]));
-  return ops::dynamic_stitch(where, rows);
+  const Output shard =
+      ops::dynamic_shard_ids(distinct, static_cast<std::int64_t>(table.shards.size()));
+  return read_sharded_rows(distinct, shard, distinct, table.shards.size(),
+                           [&](std::size_t p, Output keys) { return find(table.shards[p], keys); });
 }
 
 PSFLOW_DECL void expect_int64_ids(const DynamicEmbeddingRecord& table, const Output& ids,
@@ -494,14 +486,9 @@ PSFLOW_DECL Output dynamic_shard_ids(Output keys, std::int64_t num_shards, std::
 PSFLOW_DECL Output embedding_lookup(const DynamicEmbedding& params, Output ids) {
   const auto& table = *params.record_ptr();
   detail::expect_int64_ids(table, ids, "embedding_lookup");
-  Graph& graph = ids.graph();
-  auto scope = graph.name_scope("embedding_lookup");
-  const bool is_vector = ids.shape().known && ids.shape().dims.size() == 1;
-  const Output flat = is_vector ? ids : reshape(ids, {-1});
-  auto [distinct, position] = unique(flat);
-  const Output rows = detail::find_distinct(table, distinct, table.options.insert);
-  const Output where = is_vector ? position : reshape_to_shape_of(position, ids);
-  return gather(rows, where);
+  return detail::lookup_through_distinct(ids, [&](Output distinct) {
+    return detail::find_distinct(table, distinct, table.options.insert);
+  });
 }
 
 PSFLOW_DECL Output embedding_lookup_sparse(const DynamicEmbedding& params,

@@ -39,12 +39,14 @@
 //
 // embedding_lookup_sparse(params, sp_ids, [sp_weights,] combiner[, partition_strategy]): the rows
 // of each batch row's ids, combined by "sum", "mean" (default, weighted mean) or "sqrtn" (sum /
-// sqrt(sum of squared weights)), ids routed as embedding_lookup routes them. The result has dense_shape[0] rows (psflow's choice: a batch
-// row without ids gives zeros, as TF's safe_embedding_lookup_sparse; TF1's plain version drops
-// trailing empty rows). Weights are taken as given: they get no gradient.
+// sqrt(sum of squared weights)), ids routed as embedding_lookup routes them. The result has
+// dense_shape[0] rows (psflow's choice: a batch row without ids gives zeros, as TF's
+// safe_embedding_lookup_sparse; TF1's plain version drops trailing empty rows). Weights are taken
+// as given: they get no gradient.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,6 +73,19 @@ struct SparseTensor {
 };
 
 namespace detail {
+
+// The rows of `distinct` ids (each once) read shard by shard: shard[i] (int32) is the shard of
+// `num_shards` that holds id i, keys[i] what that shard knows it by (its local row, or the id);
+// read(p, keys of shard p) reads shard p's rows on its device. The rows come back in the order
+// of `distinct` (DynamicPartition there, DynamicStitch back).
+PSFLOW_DECL Output read_sharded_rows(Output distinct, Output shard, Output keys,
+                                     std::size_t num_shards,
+                                     const std::function<Output(std::size_t, Output)>& read);
+
+// ids.shape + row shape: rows_of(the distinct ids of `ids`), expanded back to the batch, in the
+// name scope "embedding_lookup" (steps 1 and 4 of the file comment).
+PSFLOW_DECL Output lookup_through_distinct(Output ids,
+                                           const std::function<Output(Output)>& rows_of);
 
 // Op type of a combiner, or InvalidArgument naming what is allowed.
 inline const char* sparse_segment_type(std::string_view combiner) {
@@ -261,23 +276,42 @@ namespace psflow::detail {
 
 // Rows `distinct_ids` (each id once) of the table made of `parts`, in that order: each part's
 // rows read on its own device. `full_rows` is the table's row count.
+PSFLOW_DECL Output read_sharded_rows(Output distinct, Output shard, Output keys,
+                                     std::size_t num_shards,
+                                     const std::function<Output(std::size_t, Output)>& read) {
+  Graph& graph = distinct.graph();
+  const auto n = static_cast<std::int64_t>(num_shards);
+  const Output positions =
+      ops::range(ops::constant(graph, Tensor(std::int64_t{0})), ops::size(distinct),
+                 ops::constant(graph, Tensor(std::int64_t{1})));
+  const std::vector<Output> shard_keys = ops::dynamic_partition(keys, shard, n);
+  const std::vector<Output> where = ops::dynamic_partition(positions, shard, n);
+  std::vector<Output> rows;
+  for (std::size_t p = 0; p < num_shards; ++p) rows.push_back(read(p, shard_keys[p]));
+  return ops::dynamic_stitch(where, rows);
+}
+
+PSFLOW_DECL Output lookup_through_distinct(Output ids,
+                                           const std::function<Output(Output)>& rows_of) {
+  Graph& graph = ids.graph();
+  auto scope = graph.name_scope("embedding_lookup");
+  const bool is_vector = ids.shape().known && ids.shape().dims.size() == 1;
+  const Output flat = is_vector ? ids : ops::reshape(ids, {-1});
+  auto [distinct, position] = ops::unique(flat);
+  const Output rows = rows_of(distinct);
+  const Output where = is_vector ? position : ops::reshape_to_shape_of(position, ids);
+  return ops::gather(rows, where);
+}
+
 PSFLOW_DECL Output lookup_distinct(const std::vector<Variable>& parts, const std::string& table,
                                    std::size_t full_rows, Output distinct_ids,
                                    std::string_view strategy) {
   if (parts.size() == 1) return ops::gather(parts.front().ref(), distinct_ids);
-  const auto n = static_cast<std::int64_t>(parts.size());
-  auto [shard, local] =
-      ops::shard_ids(distinct_ids, n, static_cast<std::int64_t>(full_rows), strategy, table);
-  Graph& graph = distinct_ids.graph();
-  const Output positions =
-      ops::range(ops::constant(graph, Tensor(std::int64_t{0})), ops::size(distinct_ids),
-                 ops::constant(graph, Tensor(std::int64_t{1})));
-  const std::vector<Output> local_ids = ops::dynamic_partition(local, shard, n);
-  const std::vector<Output> where = ops::dynamic_partition(positions, shard, n);
-  std::vector<Output> rows;
-  for (std::size_t p = 0; p < parts.size(); ++p)
-    rows.push_back(ops::gather(parts[p].ref(), local_ids[p]));
-  return ops::dynamic_stitch(where, rows);
+  auto [shard, local] = ops::shard_ids(distinct_ids, static_cast<std::int64_t>(parts.size()),
+                                       static_cast<std::int64_t>(full_rows), strategy, table);
+  return read_sharded_rows(
+      distinct_ids, shard, local, parts.size(),
+      [&](std::size_t p, Output ids) { return ops::gather(parts[p].ref(), ids); });
 }
 
 // The rows of `ids` (any shape) from the table `parts`: ids.shape + row shape.
@@ -287,14 +321,9 @@ PSFLOW_DECL Output lookup(const std::vector<Variable>& parts, const std::string&
   if (ids.dtype() != DType::int32 && ids.dtype() != DType::int64)
     throw InvalidArgument("embedding_lookup on '" + table + "': ids '" + ids.name() +
                           "' must be int32 or int64, got " + std::string(dtype_name(ids.dtype())));
-  Graph& graph = ids.graph();
-  auto scope = graph.name_scope("embedding_lookup");
-  const bool is_vector = ids.shape().known && ids.shape().dims.size() == 1;
-  const Output flat = is_vector ? ids : ops::reshape(ids, {-1});
-  auto [distinct, position] = ops::unique(flat);
-  const Output rows = lookup_distinct(parts, table, full_rows, distinct, strategy);
-  const Output where = is_vector ? position : ops::reshape_to_shape_of(position, ids);
-  return ops::gather(rows, where);
+  return lookup_through_distinct(ids, [&](Output distinct) {
+    return lookup_distinct(parts, table, full_rows, distinct, strategy);
+  });
 }
 
 }  // namespace psflow::detail
