@@ -271,7 +271,8 @@ TEST_CASE("the default click log has the documented click rate and best AUC", "[
   }
 }
 
-TEST_CASE("raw ids are the whole hashes; drift adds a session id, new at the given rate", "[ctr]") {
+TEST_CASE("raw ids are the whole hashes, and drift adds a session id, new at the given rate",
+          "[ctr]") {
   const ctr::ClickLog hashed;
   const ctr::ClickLog raw(ctr::ClickLogConfig{.raw_ids = true});
   const ctr::ClickExample a = hashed.example(12), b = raw.example(12);

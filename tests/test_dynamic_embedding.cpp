@@ -188,7 +188,7 @@ TEST_CASE("each optimizer trains a dynamic table exactly like a table of rows") 
   }
 }
 
-TEST_CASE("capacity evicts by lru; an evicted id comes back with its initial row") {
+TEST_CASE("capacity evicts by lru, and an evicted id comes back with its initial row") {
   Model m(1, {.capacity = 16}, constant_initializer(1.0), 1);
   train::GradientDescentOptimizer sgd(0.25);
   Operation train_op = sgd.minimize(m.loss);

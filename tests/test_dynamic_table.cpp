@@ -98,7 +98,7 @@ TEST_CASE("a lookup without insert reads the initial row and leaves the table un
   CHECK(add(table, {2}, 1.0f) == 0);  // no row: the gradient is dropped
 }
 
-TEST_CASE("min_count admits a key on its min_count-th sighting; until then zeros, no update") {
+TEST_CASE("min_count admits a key on its min_count-th sighting, until then zeros and no update") {
   auto c = config(2, {RowInitializer::Kind::constant, 0.5, 0, 0});
   c.min_count = 3;
   DynamicTable table(c);
@@ -216,7 +216,7 @@ TEST_CASE("rows stay right through heavy insert and eviction churn (against a re
   }
 }
 
-TEST_CASE("slots live in each row; export and import carry keys, rows, slots and steps") {
+TEST_CASE("slots live in each row, and export and import carry keys, rows, slots and steps") {
   DynamicTable table(config(2, {RowInitializer::Kind::constant, 1.0, 0, 0}));
   lookup(table, {5, -6});
   const std::vector<RowSlot> slots{{"Adagrad/accumulator", 0.1}};

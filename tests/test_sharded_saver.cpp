@@ -365,8 +365,8 @@ struct ModModel {
   Operation train_op;
   Output every_row;  // the lookup of ids 0..9
   ModModel(std::size_t parts, Initializer init) {
-    auto scope = g.device(train::replica_device_setter({.ps_tasks = parts,
-                                                        .ps_device = "/job:ps"}));
+    auto scope =
+        g.device(train::replica_device_setter({.ps_tasks = parts, .ps_device = "/job:ps"}));
     emb = get_variable(g, "emb", {10, 4}, init, fixed_size_partitioner(parts));
     auto ids = ops::constant(g, Tensor::from_vector<std::int64_t>({1, 4, 7, 9, 4, 0}));
     train_op = opt.minimize(ops::reduce_sum(ops::square(ops::embedding_lookup(emb, ids))));
@@ -421,9 +421,9 @@ TEST_CASE("a sharded \"mod\" table: another shard count is refused sharded, rest
     fresh.run(global_variables_initializer(other.g));
     const auto before = other.by_id(fresh);
     CHECK_THROWS_AS(restorer.restore(fresh, path), FailedPrecondition);
-    CHECK_THROWS_WITH(restorer.restore(fresh, path),
-                      Catch::Matchers::Contains("'emb") &&
-                          Catch::Matchers::Contains("unsharded Saver"));
+    CHECK_THROWS_WITH(
+        restorer.restore(fresh, path),
+        Catch::Matchers::Contains("'emb") && Catch::Matchers::Contains("unsharded Saver"));
     check_same(other.by_id(fresh), before);
   }
   SECTION("3 shards, unsharded Saver reading every shard: every id keeps its rows") {

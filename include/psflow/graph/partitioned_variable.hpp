@@ -175,8 +175,7 @@ PSFLOW_DECL std::string use_partition_strategy(const PartitionedVariable& table,
 PSFLOW_DECL PartitionedVariable get_partitioned_variable(Graph& graph, std::string_view local_name,
                                                          Shape shape, Initializer init,
                                                          Partitioner partitioner, DType dtype,
-                                                         bool trainable,
-                                                         std::string_view strategy);
+                                                         bool trainable, std::string_view strategy);
 
 }  // namespace detail
 
@@ -191,7 +190,8 @@ PSFLOW_DECL PartitionedVariable get_variable(Graph& graph, std::string_view loca
                                              Initializer init, Partitioner partitioner, DType dtype,
                                              bool trainable, std::string_view partition_strategy) {
   detail::check_partition_strategy(
-      partition_strategy, "get_variable('" + detail::scoped_variable_name(graph, local_name) + "')");
+      partition_strategy,
+      "get_variable('" + detail::scoped_variable_name(graph, local_name) + "')");
   return detail::get_partitioned_variable(graph, local_name, std::move(shape), std::move(init),
                                           std::move(partitioner), dtype, trainable,
                                           partition_strategy);

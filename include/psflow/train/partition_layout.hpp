@@ -134,9 +134,9 @@ PSFLOW_DECL CheckpointEntries partition_layout_entries(const PartitionLayouts& l
   for (const auto& [key, layout] : layouts) {
     if (layout.strategy.empty()) continue;
     out.push_back({key + std::string(partition_layout_suffix),
-                   Tensor::from_vector(std::vector<std::int64_t>{
-                       partition_strategy_code(layout.strategy),
-                       static_cast<std::int64_t>(layout.num_shards)}),
+                   Tensor::from_vector(
+                       std::vector<std::int64_t>{partition_strategy_code(layout.strategy),
+                                                 static_cast<std::int64_t>(layout.num_shards)}),
                    std::nullopt});
   }
   return out;
@@ -156,7 +156,9 @@ PSFLOW_DECL PartitionLayouts read_partition_layouts(const CheckpointEntries& ent
       throw DataLoss("checkpoint '" + file + "': record '" + e.name +
                      "' is not a partition layout (int64 [2]: strategy code 1-3, shard count): " +
                      t.summary() + "; restore a checkpoint written by psflow's Saver");
-    out[key] = PartitionLayout{code == 1 ? "mod" : code == 2 ? "div" : "both",
+    out[key] = PartitionLayout{code == 1   ? "mod"
+                               : code == 2 ? "div"
+                                           : "both",
                                static_cast<std::size_t>(shards)};
   }
   return out;
@@ -258,8 +260,8 @@ PSFLOW_DECL std::optional<Tensor> relayout_block(const StoredTensor& stored, con
     if (shape[0] > 0) parts.emplace_back(offset[0], &part->tensor);
   }
   std::sort(parts.begin(), parts.end());
-  const std::size_t row_bytes = num_elements(v.shape()) / std::max<std::size_t>(v.shape()[0], 1) *
-                                dtype_size(stored.dtype);
+  const std::size_t row_bytes =
+      num_elements(v.shape()) / std::max<std::size_t>(v.shape()[0], 1) * dtype_size(stored.dtype);
   const auto from_offsets = shard_offsets(rows, from.num_shards);
   Tensor out = Tensor::uninitialized(stored.dtype, v.shape());
   auto* to_data = static_cast<char*>(out.raw_data());

@@ -638,8 +638,8 @@ PSFLOW_DECL void Saver::restore_sharded(Session& sess, const std::string& path,
             "checkpoint '" + file + "' holds '" + want.key + "' with its rows in " +
             std::to_string(moved->first.num_shards) + " shard(s) by partition_strategy \"" +
             moved->first.strategy + "\", and the graph reads it in " +
-            std::to_string(moved->second.num_shards) + " shard(s) by \"" +
-            moved->second.strategy + "\" (" + detail::describe_variable(v) +
+            std::to_string(moved->second.num_shards) + " shard(s) by \"" + moved->second.strategy +
+            "\" (" + detail::describe_variable(v) +
             "): a sharded Saver restores each task's blocks where they are and cannot move "
             "rows between shards; restore this checkpoint with an unsharded Saver (it reads "
             "every shard file from the checkpoint's directory), or with the saved shard count");

@@ -503,7 +503,8 @@ PSFLOW_DECL void write_sharded_index(const std::string& path, const ShardedIndex
 PSFLOW_DECL ShardedIndex read_sharded_index(const std::string& path) {
   CheckpointEntries records = read_checkpoint_entries(path);
   if (records.empty() || records[0].name != detail::kShardedIndexRecord || records[0].slice)
-    throw DataLoss("'" + path + "' is not the index of a sharded checkpoint (its first record is "
+    throw DataLoss("'" + path +
+                   "' is not the index of a sharded checkpoint (its first record is "
                    "not a whole '" +
                    std::string(detail::kShardedIndexRecord) + "')");
   std::string text;
