@@ -50,6 +50,21 @@ PSFLOW_DECL std::vector<std::size_t> shard_sizes(std::size_t dim, std::size_t nu
 // Where each shard starts along the axis: the running sum of shard_sizes.
 PSFLOW_DECL std::vector<std::size_t> shard_offsets(std::size_t dim, std::size_t num_shards);
 
+// Where id `id` of a table of `rows` rows in `num_shards` shards lives, by TF's
+// partition_strategy: "mod" (mod = true) shard id % n, row id / n; "div" contiguous blocks of
+// shard_sizes (the first rows % n shards one row longer). Inline: ShardIds calls it per id.
+struct ShardRow {
+  std::size_t shard;
+  std::size_t row;
+};
+inline ShardRow route_id(bool mod, std::size_t num_shards, std::size_t rows, std::size_t id) {
+  if (mod) return {id % num_shards, id / num_shards};
+  const std::size_t per = rows / num_shards, extras = rows % num_shards;
+  const std::size_t long_rows = extras * (per + 1);
+  if (id < long_rows) return {id / (per + 1), id % (per + 1)};
+  return {extras + (id - long_rows) / per, (id - long_rows) % per};
+}
+
 // Checks what a partitioner returned for variable `name` of `shape`: one count per axis, each
 // at least 1 and at most the axis' rows, at most one axis split. Throws InvalidArgument naming
 // the variable and the counts.

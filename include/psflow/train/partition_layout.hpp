@@ -208,17 +208,6 @@ PSFLOW_DECL std::optional<std::pair<PartitionLayout, PartitionLayout>> partition
   return std::pair{from, to};
 }
 
-// (shard, row) of `id` in a table of `rows` rows in `layout` ("mod" or "div"), as ShardIds.
-PSFLOW_DECL std::pair<std::size_t, std::size_t> route_id(const PartitionLayout& layout,
-                                                         std::size_t rows, std::size_t id) {
-  const std::size_t n = layout.num_shards;
-  if (layout.strategy == "mod") return {id % n, id / n};
-  // "div": the first rows % n shards hold one row more (TF's layout, shard_sizes).
-  const std::size_t per = rows / n, extras = rows % n, long_rows = extras * (per + 1);
-  if (id < long_rows) return {id / (per + 1), id % (per + 1)};
-  return {extras + (id - long_rows) / per, (id - long_rows) % per};
-}
-
 // Variable `v`'s rows (it is shard `to`'s block of its table) out of `stored`, whose rows follow
 // `from`: each row the one of the same id. nullopt when the stored slices do not cover a row that
 // is needed; `missing` then says which. (Declared with its definition: StoredTensor exists only
@@ -267,7 +256,7 @@ PSFLOW_DECL std::optional<Tensor> relayout_block(const StoredTensor& stored, con
   auto* to_data = static_cast<char*>(out.raw_data());
   for (std::size_t r = 0; r < v.shape()[0]; ++r) {
     const std::size_t id = to.strategy == "mod" ? shard + r * to.num_shards : first + r;
-    const auto [p, row] = route_id(from, rows, id);
+    const auto [p, row] = route_id(from.strategy == "mod", from.num_shards, rows, id);
     const std::size_t q = from_offsets[p] + row;  // the stored row holding `id`
     auto it = std::upper_bound(parts.begin(), parts.end(), q,
                                [](std::size_t x, const auto& part) { return x < part.first; });

@@ -39,28 +39,26 @@ namespace detail {
 // The table of DynamicTable node `table`, made on first use on this device. Throws
 // InvalidArgument when a table of that name exists there with another dtype or dim.
 inline std::shared_ptr<DynamicTable> open_dynamic_table(Device& device, const Node& table) {
-  auto attr = [&](const char* key) -> const AttrValue& {
-    auto it = table.attrs.find(key);
-    if (it == table.attrs.end())
-      throw InvalidArgument("node '" + table.name + "' has no attribute '" + key + "'");
-    return it->second;
+  const AttrMap& attrs = table.attrs;
+  auto int_attr = [&](const char* key) {
+    return attr_or_throw<std::int64_t>(attrs, key, table.name);
   };
-  auto int_attr = [&](const char* key) { return std::get<std::int64_t>(attr(key)); };
   DynamicTableConfig config;
   config.name = table.name;
-  config.dtype = std::get<DType>(attr("dtype"));
+  config.dtype = attr_or_throw<DType>(attrs, "dtype", table.name);
   config.dim = static_cast<std::size_t>(int_attr("dim"));
   config.capacity = static_cast<std::size_t>(int_attr("capacity"));
-  config.eviction =
-      std::get<std::string>(attr("eviction")) == "lfu" ? EvictionPolicy::lfu : EvictionPolicy::lru;
+  config.eviction = attr_or_throw<std::string>(attrs, "eviction", table.name) == "lfu"
+                        ? EvictionPolicy::lfu
+                        : EvictionPolicy::lru;
   config.min_count = int_attr("min_count");
   config.ttl_steps = int_attr("ttl_steps");
-  const std::string& kind = std::get<std::string>(attr("initializer"));
+  const std::string& kind = attr_or_throw<std::string>(attrs, "initializer", table.name);
   config.initializer.kind = kind == "normal"    ? RowInitializer::Kind::normal
                             : kind == "uniform" ? RowInitializer::Kind::uniform
                                                 : RowInitializer::Kind::constant;
-  config.initializer.a = std::get<double>(attr("init_a"));
-  config.initializer.b = std::get<double>(attr("init_b"));
+  config.initializer.a = attr_or_throw<double>(attrs, "init_a", table.name);
+  config.initializer.b = attr_or_throw<double>(attrs, "init_b", table.name);
   config.initializer.seed = static_cast<std::uint64_t>(int_attr("init_seed"));
   auto opened = device.resources().lookup_or_create_resource<DynamicTable>(
       table.name, [&] { return new DynamicTable(config); });

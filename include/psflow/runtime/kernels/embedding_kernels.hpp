@@ -12,6 +12,7 @@
 
 #include "psflow/core/compilation.hpp"
 #include "psflow/graph/embedding_ops.hpp"
+#include "psflow/graph/partitioner.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/kernels/sparse_kernels.hpp"
 
@@ -35,28 +36,16 @@ class ShardIdsKernel : public OpKernel {
     const auto ids = checked_ids(ids_in, static_cast<std::size_t>(rows_), what_);
     Tensor& shard = ctx.allocate_output(0, DType::int32, ids_in.shape());
     Tensor& local = ctx.allocate_output(1, ids_in.dtype(), ids_in.shape());
-    // "div": the first `extras` shards hold per + 1 rows, the others per rows (TF's layout).
-    const std::int64_t per = rows_ / shards_, extras = rows_ % shards_;
-    const std::int64_t long_rows = extras * (per + 1);
     visit_index_dtype(ids_in.dtype(), what_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* out_local = local.data<T>();
       std::int32_t* out_shard = shard.data<std::int32_t>();
       for (std::size_t i = 0; i < ids.size(); ++i) {
-        const std::int64_t id = ids[i];
-        std::int64_t s, row;
-        if (mod_) {
-          s = id % shards_;
-          row = id / shards_;
-        } else if (id < long_rows) {
-          s = id / (per + 1);
-          row = id % (per + 1);
-        } else {
-          s = extras + (id - long_rows) / per;
-          row = (id - long_rows) % per;
-        }
-        out_shard[i] = static_cast<std::int32_t>(s);
-        out_local[i] = static_cast<T>(row);
+        const ShardRow at =
+            route_id(mod_, static_cast<std::size_t>(shards_), static_cast<std::size_t>(rows_),
+                     static_cast<std::size_t>(ids[i]));
+        out_shard[i] = static_cast<std::int32_t>(at.shard);
+        out_local[i] = static_cast<T>(at.row);
       }
     });
   }
