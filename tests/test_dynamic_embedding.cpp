@@ -5,6 +5,7 @@
 // table on two real ps processes.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -235,6 +236,13 @@ TEST_CASE("DynamicEmbeddingEvictionHook applies ttl_steps every eviction_interva
 
 TEST_CASE("a checkpoint restores into 3, 2 and 1 shards: every id keeps its row and slots") {
   psflow::testing::TempDir dir("dynamic-ckpt");
+  // Saved and restored by the plain Saver (rows gathered by this process) or the sharded one
+  // (each shard's file written and read where the shard lives), in every combination.
+  const bool sharded_save = GENERATE(false, true);
+  const bool sharded_restore = GENERATE(false, true);
+  INFO("sharded save " << sharded_save << ", sharded restore " << sharded_restore);
+  const train::SaverOptions save_options{.sharded = sharded_save};
+  const train::SaverOptions restore_options{.sharded = sharded_restore};
   std::vector<std::int64_t> keys;
   for (std::int64_t k = -40; k < 40; ++k) keys.push_back(k * 1000003);
   std::map<std::int64_t, std::vector<float>> rows_before, slots_before;
@@ -243,7 +251,7 @@ TEST_CASE("a checkpoint restores into 3, 2 and 1 shards: every id keeps its row 
     Model m(2, {}, random_normal_initializer(0, 1, 3), 4);
     train::AdagradOptimizer adagrad(0.2);
     Operation train_op = adagrad.minimize(m.loss);
-    train::Saver saver(m.g);
+    train::Saver saver(m.g, save_options);
     Session sess(m.g);
     sess.run(global_variables_initializer(m.g));
     for (std::size_t i = 0; i + 8 <= keys.size(); i += 8)
@@ -261,7 +269,7 @@ TEST_CASE("a checkpoint restores into 3, 2 and 1 shards: every id keeps its row 
       Model m(shards, {}, random_normal_initializer(0, 1, 3), 4);
       train::AdagradOptimizer adagrad(0.2);
       adagrad.minimize(m.loss);  // the graph has the slot, as the saved one
-      train::Saver saver(m.g);
+      train::Saver saver(m.g, restore_options);
       Session sess(m.g);
       sess.run(global_variables_initializer(m.g));
       saver.restore(sess, path);
@@ -272,34 +280,68 @@ TEST_CASE("a checkpoint restores into 3, 2 and 1 shards: every id keeps its row 
   }
   SECTION("a graph without the optimizer restores the rows and ignores the slots") {
     Model m(3, {}, random_normal_initializer(0, 1, 3), 4);
-    train::Saver saver(m.g);
+    train::Saver saver(m.g, restore_options);
     Session sess(m.g);
     saver.restore(sess, path);
     CHECK(rows_of(sess, m, keys) == rows_before);
   }
   SECTION("another dim is an InvalidArgument naming the table") {
     Model m(2, {}, random_normal_initializer(0, 1, 3), 5);
-    train::Saver saver(m.g);
+    train::Saver saver(m.g, restore_options);
     Session sess(m.g);
-    CHECK_THROWS_WITH(saver.restore(sess, path), Contains("emb") && Contains("dim 5"));
+    CHECK_THROWS_WITH(saver.restore(sess, path), Contains("'emb'") && Contains("dim 5"));
   }
 }
 
 TEST_CASE("admission counts survive a checkpoint") {
   psflow::testing::TempDir dir("dynamic-admission");
+  const bool sharded = GENERATE(false, true);
+  INFO("sharded " << sharded);
   std::string path;
   {
     Model m(2, {.min_count = 2}, constant_initializer(1.0), 1);
-    train::Saver saver(m.g);
+    train::Saver saver(m.g, {.sharded = sharded});
     Session sess(m.g);
     rows_of(sess, m, {11, 12});  // first sightings
     path = saver.save(sess, dir / "model.ckpt");
   }
-  Model m(3, {.min_count = 2}, constant_initializer(1.0), 1);
-  train::Saver saver(m.g);
+  const std::size_t shards = GENERATE(2, 3);
+  Model m(shards, {.min_count = 2}, constant_initializer(1.0), 1);
+  train::Saver saver(m.g, {.sharded = sharded});
   Session sess(m.g);
   saver.restore(sess, path);
   CHECK(rows_of(sess, m, {11}).at(11) == std::vector<float>{1.0f});  // second sighting
+  CHECK(rows_of(sess, m, {13}).at(13) == std::vector<float>{0.0f});  // first sighting
+}
+
+TEST_CASE("the live rows written for serving: one checksummed file per shard, read back whole") {
+  psflow::testing::TempDir dir("dynamic-rows");
+  Model m(3, {}, random_normal_initializer(0, 1, 5), 4);
+  Session sess(m.g);
+  const std::vector<std::int64_t> keys{-7, 0, 42, std::int64_t{1} << 62, 99999999999};
+  const auto want = rows_of(sess, m, keys);
+  const auto files = train::export_dynamic_table_rows(sess, m.table, dir / "rows");
+  REQUIRE(files.size() == 3);
+  CHECK(files[2] == (std::filesystem::path(dir / "rows") / "emb-00002-of-00003.psflow").string());
+  const auto got = train::read_dynamic_table_rows(dir / "rows", "emb");
+  REQUIRE(got.keys.size() == keys.size());
+  REQUIRE(got.values.shape() == Shape{keys.size(), 4});
+  std::map<std::int64_t, std::vector<float>> read;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    read[got.keys.data<std::int64_t>()[i]] =
+        std::vector<float>(got.values.data<float>() + i * 4, got.values.data<float>() + i * 4 + 4);
+  CHECK(read == want);
+
+  SECTION("a corrupt file is DataLoss") {
+    std::filesystem::resize_file(files[1], std::filesystem::file_size(files[1]) - 2);
+    CHECK_THROWS_AS(train::read_dynamic_table_rows(dir / "rows", "emb"), DataLoss);
+  }
+  SECTION("a missing shard is NotFound naming it") {
+    std::filesystem::remove(files[1]);
+    CHECK_THROWS_WITH(train::read_dynamic_table_rows(dir / "rows", "emb"),
+                      Contains("shard 1 of 3") && Contains("emb-00001-of-00003.psflow"));
+    CHECK_THROWS_AS(train::read_dynamic_table_rows(dir / "rows", "other"), NotFound);
+  }
 }
 
 TEST_CASE("bad input: typed errors that name the table") {

@@ -434,3 +434,57 @@ TEST_CASE("a sharded \"mod\" table: another shard count is refused sharded, rest
     check_same(other.by_id(fresh), want);
   }
 }
+
+TEST_CASE("each ps saves its own dynamic table shards, prunes them, and a lost one is NotFound") {
+  InProcessCluster cluster(2);
+  Graph g;
+  DynamicEmbedding table;
+  Output ids, rows;
+  Operation train_op;
+  train::AdagradOptimizer opt(0.1);
+  {
+    auto scope = g.device(train::replica_device_setter(cluster.placement()));
+    table = get_dynamic_embedding(g, "tower/emb", 3, random_normal_initializer(0, 1, 4),
+                                  {.num_shards = 2});
+    ids = ops::placeholder(g, DType::int64, {-1}, "ids");
+    rows = ops::embedding_lookup(table, ids);
+    train_op = opt.minimize(ops::reduce_sum(ops::square(rows)));
+  }
+  // No variable at all: the table's shards are all the Saver writes on the ps tasks.
+  train::Saver saver(g, train::SaverOptions{.max_to_keep = 1, .sharded = true});
+  Session sess(g, cluster.worker->target());
+  sess.run(global_variables_initializer(g));
+  const FeedMap feeds{
+      {ids, Tensor::from_vector<std::int64_t>({1, -5, std::int64_t{1} << 40, 77, 8})}};
+  sess.run(train_op, feeds);
+  saver.save(sess, cluster.chief / "model.ckpt", 1);
+  sess.run(train_op, feeds);
+  const std::string path = saver.save(sess, cluster.chief / "model.ckpt", 2);
+  const Tensor want = sess.run({rows}, feeds)[0];
+  const std::string file0 = "model.ckpt-2.dynamic-tower%2Femb-00000-of-00002.psflow";
+  const std::string file1 = "model.ckpt-2.dynamic-tower%2Femb-00001-of-00002.psflow";
+  CHECK(entries_of(cluster.ps_dir(0)) == std::vector<std::string>{file0});
+  CHECK(entries_of(cluster.ps_dir(1)) == std::vector<std::string>{file1});
+  CHECK(entries_of(cluster.chief.path()) ==
+        std::vector<std::string>{"checkpoint", "model.ckpt-2.index"});
+
+  sess.run(train_op, feeds);
+  saver.restore(sess, path);
+  CHECK(sess.run({rows}, feeds)[0].equals(want));
+
+  sess.run(train_op, feeds);
+  const Tensor before = sess.run({rows}, feeds)[0];
+  REQUIRE(fs::remove(cluster.ps_dir(1) + "/" + file1));
+  try {
+    saver.restore(sess, path);
+    FAIL("restore succeeded without shard 1 of the table");
+  } catch (const NotFound& e) {
+    const std::string message = e.what();
+    CHECK_THAT(message, Catch::Contains(file1));
+    CHECK_THAT(message, Catch::Contains("'tower/emb'"));
+    CHECK_THAT(message, Catch::Contains("written by /job:ps/task:1"));
+    CHECK_THAT(message, Catch::Contains(cluster.ps_dir(1)));
+  }
+  CHECK(sess.run({rows}, feeds)[0].equals(before));  // shard 0 checked fine, yet kept its rows
+  cluster.worker->stop_job("ps");
+}

@@ -37,7 +37,8 @@
 // Sharded (SaverOptions::sharded, TF's Saver(sharded=True)): each task holding variables writes
 // its own shard file on its own disk, and restore() has each task read its own, through ops
 // placed on it; the chief writes only "<path>.index" and the state file, and the model never
-// passes through it (files, checks and errors in sharded_checkpoint.hpp). A sharded checkpoint
+// passes through it (files, checks and errors in sharded_checkpoint.hpp; each dynamic table shard
+// gets a file of its own on its ps, dynamic_table_shard_files.hpp). A sharded checkpoint
 // path works with latest_checkpoint() and restore() as any other; an unsharded Saver restores it
 // too when every shard file is in the checkpoint's directory, and a sharded Saver restores an
 // unsharded one the classic way. A sharded Saver cannot move a table's rows between shard
@@ -60,6 +61,7 @@
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 #include "psflow/train/dynamic_table_checkpoint.hpp"
+#include "psflow/train/dynamic_table_shard_files.hpp"
 #include "psflow/train/partition_layout.hpp"
 #include "psflow/train/sharded_checkpoint.hpp"
 
@@ -169,6 +171,8 @@ class Saver {
   std::optional<detail::DynamicTableCheckpoint> dynamic_tables_;  // the graph's dynamic tables
   bool sharded_requested_ = false;
   std::vector<ShardGroup> shards_;  // sharded: one per task holding variables, by task name
+  std::vector<detail::DynamicTableShardOps> table_shards_;  // sharded: one per table shard
+  bool sharded_ = false;  // sharded, with variables or tables to save
   mutable std::mutex mutex_;
   std::map<std::string, Kept> kept_;  // by directory
   std::string last_dir_;
@@ -368,13 +372,11 @@ PSFLOW_DECL Saver::Saver(Graph& graph, SaverOptions options)
                             key + "'; rename one of them before building the Saver");
   auto scope = graph.name_scope("save");
   dynamic_tables_.emplace(graph);
-  if (options.sharded && !dynamic_tables_->empty())
-    throw InvalidArgument(
-        "Saver: a sharded Saver (SaverOptions::sharded) does not save dynamic "
-        "embedding tables yet, and this graph has '" +
-        dynamic_embeddings(graph).front().name() +
-        "'; use a Saver without sharded (its rows are then saved through the "
-        "process that calls save)");
+  if (options.sharded)  // each ps writes and reads its own table shards
+    for (const auto& table : dynamic_embeddings(graph))
+      for (std::size_t p = 0; p < table.num_shards(); ++p)
+        table_shards_.push_back(detail::dynamic_table_shard_ops(table, p));
+  sharded_ = options.sharded && (!variables_.empty() || !table_shards_.empty());
   if (variables_.empty()) return;
   std::vector<Operation> assigns;
   for (const auto& v : variables_) {
@@ -482,8 +484,9 @@ PSFLOW_DECL std::string Saver::save(Session& sess, std::string_view prefix,
     }
   }
 
-  if (!shards_.empty()) {
-    // Every task writes its shard and deletes its shards of the doomed checkpoints, in parallel.
+  if (sharded_) {
+    // Every task writes its shard and each table shard's file, and deletes its files of the
+    // doomed checkpoints, in parallel.
     std::string request;
     detail::put_field(request, path);
     for (const auto& old : doomed) detail::put_field(request, old);
@@ -494,6 +497,20 @@ PSFLOW_DECL std::string Saver::save(Session& sess, std::string_view prefix,
       feeds.emplace_back(group.request, request_tensor);
       saves.push_back(group.save);
     }
+    std::map<std::string, detail::ShardedDynamicTable> tables;
+    for (const auto& shard : table_shards_) {
+      std::string table_request;
+      detail::put_field(table_request, path);
+      const std::string stem = detail::checkpoint_table_stem(name, shard.table);
+      detail::put_field(table_request, stem);
+      for (const auto& old : doomed)
+        detail::put_field(table_request, detail::checkpoint_table_stem(old, shard.table));
+      feeds.emplace_back(shard.request, detail::string_tensor(table_request));
+      saves.push_back(shard.save);
+      auto& saved = tables[shard.table];
+      saved.files.push_back(shard_file_name(stem, shard.shard, shard.num_shards));
+      saved.tasks.push_back(shard.task);
+    }
     sess.run(saves, feeds);
     ShardedIndex index;
     for (std::size_t s = 0; s < shards_.size(); ++s)
@@ -501,6 +518,17 @@ PSFLOW_DECL std::string Saver::save(Session& sess, std::string_view prefix,
           {shard_file_name(name, s, shards_.size()), shards_[s].task, shards_[s].entries});
     index.records =
         detail::partition_layout_entries(detail::graph_partition_layouts(*graph_, variables_));
+    if (!tables.empty()) {
+      std::vector<detail::ShardedDynamicTable> saved;
+      for (const auto& table : dynamic_embeddings(*graph_)) {
+        auto& t = tables.at(table.name());
+        t.name = table.name();
+        t.dtype = table.dtype();
+        t.dim = static_cast<std::size_t>(table.dim());
+        saved.push_back(std::move(t));
+      }
+      index.records.push_back(detail::dynamic_tables_record(saved));
+    }
     write_sharded_index(sharded_index_path(path), index);
   } else {
     std::vector<Output> values;
@@ -562,7 +590,7 @@ PSFLOW_DECL void Saver::restore(Session& sess, std::string_view path) {
   std::error_code ec;
   if (!p.empty() && std::filesystem::is_regular_file(sharded_index_path(p), ec)) {
     const ShardedIndex index = read_sharded_index(sharded_index_path(p));
-    if (!shards_.empty()) return restore_sharded(sess, p, index);
+    if (sharded_) return restore_sharded(sess, p, index);
     // An unsharded Saver: every shard from the checkpoint's directory, read here.
     const std::filesystem::path dir = detail::parent_directory(p);
     CheckpointEntries entries;
@@ -577,6 +605,20 @@ PSFLOW_DECL void Saver::restore(Session& sess, std::string_view path) {
                        "placement as the save, so each task reads the shard it wrote");
       for (auto& e : read_checkpoint_entries((dir / shard.file).string()))
         entries.push_back(std::move(e));
+    }
+    for (const auto& table :
+         detail::read_dynamic_tables_record(index.records, sharded_index_path(p))) {
+      for (std::size_t s = 0; s < table.files.size(); ++s) {
+        if (!std::filesystem::is_regular_file(dir / table.files[s], ec))
+          throw NotFound("checkpoint '" + p + "' is sharded and the file of shard " +
+                         std::to_string(s) + " of dynamic table '" + table.name + "' ('" +
+                         table.files[s] + "', written by " + table.tasks[s] + ") is not in '" +
+                         dir.string() +
+                         "': copy every file of the checkpoint into that directory, or restore "
+                         "with a sharded Saver (SaverOptions::sharded)");
+        for (auto& e : read_checkpoint_entries((dir / table.files[s]).string()))
+          entries.push_back(std::move(e));
+      }
     }
     entries.insert(entries.end(), index.records.begin(), index.records.end());  // the layouts
     return restore_entries(sess, entries, sharded_index_path(p));
@@ -671,12 +713,44 @@ PSFLOW_DECL void Saver::restore_sharded(Session& sess, const std::string& path,
     checks.push_back(group.check);
     restores.push_back(group.restore);
   }
+  // Each table shard reads the saved shards that can hold its keys: its own when the shard
+  // count is the same, else all of them. Dtype and dim are checked here, before any task reads.
+  const auto saved_tables = detail::read_dynamic_tables_record(index.records, file);
+  std::map<std::string, DynamicEmbedding> graph_tables;
+  for (const auto& table : dynamic_embeddings(*graph_)) graph_tables.emplace(table.name(), table);
+  for (const auto& shard : table_shards_) {
+    const auto saved = std::find_if(saved_tables.begin(), saved_tables.end(),
+                                    [&](const auto& t) { return t.name == shard.table; });
+    if (saved == saved_tables.end())
+      throw NotFound("checkpoint '" + file + "' has no dynamic table '" + shard.table +
+                     "': restore a checkpoint saved from this model");
+    const DynamicEmbedding& table = graph_tables.at(shard.table);
+    if (saved->dtype != table.dtype() || saved->dim != static_cast<std::size_t>(table.dim()))
+      throw InvalidArgument(
+          "checkpoint '" + file + "' holds dynamic table '" + shard.table + "' as " +
+          std::string(dtype_name(saved->dtype)) + " rows of dim " + std::to_string(saved->dim) +
+          ", the graph declares " + std::string(dtype_name(table.dtype())) + " rows of dim " +
+          std::to_string(table.dim()) + ": restore a checkpoint saved from this model");
+    std::string request;
+    detail::put_field(request, path);
+    const bool same_count = saved->files.size() == shard.num_shards;
+    for (std::size_t s = 0; s < saved->files.size(); ++s) {
+      if (same_count && s != shard.shard) continue;
+      detail::put_field(request, saved->files[s]);
+      detail::put_field(request, saved->tasks[s]);
+    }
+    feeds.emplace_back(shard.request, detail::string_tensor(request));
+    checks.push_back(shard.check);
+    restores.push_back(shard.restore);
+  }
   // Every task reads and checks its shards; only when all succeeded does any variable change.
   try {
     sess.run(checks, feeds);
   } catch (const Error&) {
     FeedMap drop;  // the tasks that did check drop the blocks they keep; best effort
     for (const auto& group : shards_) drop.emplace_back(group.request, detail::string_tensor(""));
+    for (const auto& shard : table_shards_)
+      drop.emplace_back(shard.request, detail::string_tensor(""));
     try {
       sess.run(restores, drop);
     } catch (const Error&) {

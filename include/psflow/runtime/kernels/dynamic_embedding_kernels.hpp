@@ -20,6 +20,7 @@
 //   slots accum, linear)  ftrl_step, as ApplyFtrl
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -160,59 +161,79 @@ class DynamicTableClearKernel : public DynamicTableUser {
   void compute(OpKernelContext&) override { table_->clear(); }
 };
 
-// Outputs keys, values, steps, frequencies, admission counts, then one tensor per slot.
+// The live rows of `table` as DynamicTableExport outputs them: keys, values, steps,
+// frequencies, admission counts, then one tensor per slot of `slots`.
+inline std::vector<Tensor> export_table_rows(const DynamicTable& table,
+                                             const std::vector<RowSlot>& slots) {
+  DynamicTableRows rows = table.export_rows(slots);
+  const std::size_t n = rows.keys.size();
+  std::vector<Tensor> out;
+  out.push_back(Tensor::from_vector(std::move(rows.keys), {n}));
+  out.push_back(std::move(rows.values));
+  out.push_back(Tensor::from_vector(std::move(rows.steps), {n}));
+  out.push_back(Tensor::from_vector(std::move(rows.frequencies), {n}));
+  const auto counts = table.admission_counts();
+  std::vector<std::int64_t> wide(counts.begin(), counts.end());
+  out.push_back(Tensor::from_vector(std::move(wide), {counts.size()}));
+  for (auto& slot : rows.slots) out.push_back(std::move(slot));
+  return out;
+}
+
 class DynamicTableExportKernel : public DynamicTableUser {
  public:
   explicit DynamicTableExportKernel(const OpKernelConstruction& c)
       : DynamicTableUser(c), slots_(slots_attr(c)) {}
   void compute(OpKernelContext& ctx) override {
-    DynamicTableRows rows = table_->export_rows(slots_);
-    const std::size_t n = rows.keys.size();
-    ctx.set_output(0, Tensor::from_vector(std::move(rows.keys), {n}));
-    ctx.set_output(1, std::move(rows.values));
-    ctx.set_output(2, Tensor::from_vector(std::move(rows.steps), {n}));
-    ctx.set_output(3, Tensor::from_vector(std::move(rows.frequencies), {n}));
-    const auto counts = table_->admission_counts();
-    std::vector<std::int64_t> wide(counts.begin(), counts.end());
-    ctx.set_output(4, Tensor::from_vector(std::move(wide), {counts.size()}));
-    for (std::size_t s = 0; s < slots_.size(); ++s)
-      ctx.set_output(static_cast<int>(5 + s), std::move(rows.slots[s]));
+    std::vector<Tensor> exported = export_table_rows(*table_, slots_);
+    for (std::size_t i = 0; i < exported.size(); ++i)
+      ctx.set_output(static_cast<int>(i), std::move(exported[i]));
   }
 
  private:
   std::vector<RowSlot> slots_;
 };
 
-// Inputs as DynamicTableExport's outputs (after the table): replaces every row, merges the
-// admission counts (several shards' counts when restoring into another shard count).
+// Replaces every row of `table` with `exported`, laid out as DynamicTableExport's outputs (keys,
+// values, steps, frequencies, admission counts, one tensor per slot), and merges the admission
+// counts (several shards' counts when restoring into another shard count). InvalidArgument
+// naming the table for tensors of the wrong kind; the table is unchanged then.
+inline void import_exported_rows(DynamicTable& table, const std::vector<Tensor>& exported,
+                                 const std::vector<RowSlot>& slots) {
+  if (exported.size() != 5 + slots.size())
+    throw InvalidArgument("restoring dynamic table '" + table.name() + "': expected " +
+                          std::to_string(5 + slots.size()) + " tensors, got " +
+                          std::to_string(exported.size()));
+  auto int64_vector = [&](const Tensor& t, const char* what) {
+    if (t.dtype() != DType::int64 || t.rank() != 1)
+      throw InvalidArgument("restoring dynamic table '" + table.name() + "': " + what +
+                            " must be an int64 vector, got " + t.summary());
+    return std::vector<std::int64_t>(t.data<std::int64_t>(), t.data<std::int64_t>() + t.size());
+  };
+  DynamicTableRows rows;
+  rows.keys = int64_vector(exported[0], "keys");
+  rows.values = exported[1];
+  rows.steps = int64_vector(exported[2], "row steps");
+  rows.frequencies = int64_vector(exported[3], "row frequencies");
+  const std::vector<std::int64_t> counts = int64_vector(exported[4], "admission counts");
+  rows.slots.assign(exported.begin() + 5, exported.end());
+  table.import_rows(rows, slots);
+  std::vector<std::uint32_t> narrow(counts.size());
+  for (std::size_t i = 0; i < narrow.size(); ++i)
+    narrow[i] = static_cast<std::uint32_t>(std::clamp<std::int64_t>(counts[i], 0, UINT32_MAX));
+  // A checkpoint written without admission (min_count 1) has none: counting starts afresh.
+  if (!narrow.empty() && !table.admission_counts().empty())
+    table.merge_admission(narrow.data(), narrow.size());
+}
+
+// Inputs as DynamicTableExport's outputs, after the table: import_exported_rows.
 class DynamicTableImportKernel : public DynamicTableUser {
  public:
   explicit DynamicTableImportKernel(const OpKernelConstruction& c)
       : DynamicTableUser(c), slots_(slots_attr(c)) {}
   void compute(OpKernelContext& ctx) override {
-    if (ctx.num_inputs() != static_cast<int>(6 + slots_.size()))
-      throw InvalidArgument("DynamicTableImport on '" + table_->name() + "': expected " +
-                            std::to_string(6 + slots_.size()) + " inputs");
-    DynamicTableRows rows;
-    const Tensor& keys = keys_input(ctx, 1);
-    rows.keys.assign(keys.data<std::int64_t>(), keys.data<std::int64_t>() + keys.size());
-    rows.values = ctx.input(2);
-    const Tensor& steps = keys_input(ctx, 3, "row steps");
-    const Tensor& frequencies = keys_input(ctx, 4, "row frequencies");
-    rows.steps.assign(steps.data<std::int64_t>(), steps.data<std::int64_t>() + steps.size());
-    rows.frequencies.assign(frequencies.data<std::int64_t>(),
-                            frequencies.data<std::int64_t>() + frequencies.size());
-    for (std::size_t s = 0; s < slots_.size(); ++s)
-      rows.slots.push_back(ctx.input(static_cast<int>(6 + s)));
-    const Tensor& counts = keys_input(ctx, 5, "admission counts");
-    table_->import_rows(rows, slots_);
-    std::vector<std::uint32_t> narrow(counts.size());
-    for (std::size_t i = 0; i < narrow.size(); ++i)
-      narrow[i] = static_cast<std::uint32_t>(
-          std::clamp<std::int64_t>(counts.data<std::int64_t>()[i], 0, UINT32_MAX));
-    // A checkpoint written without admission (min_count 1) has none: counting starts afresh.
-    if (!narrow.empty() && !table_->admission_counts().empty())
-      table_->merge_admission(narrow.data(), narrow.size());
+    std::vector<Tensor> exported;
+    for (int i = 1; i < ctx.num_inputs(); ++i) exported.push_back(ctx.input(i));
+    import_exported_rows(*table_, exported, slots_);
   }
 
  private:
