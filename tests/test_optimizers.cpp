@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -972,58 +973,67 @@ TEST_CASE("every optimizer takes its learning rate as an Output, dense and spars
   using namespace optimizers_test;
   // For each optimizer: the same training with the learning rate 0.05 as a number and as a
   // float64 variable's value, bit for bit, on the IndexedSlices gradient of a lookup and on its
-  // dense form.
-  using Make = std::function<std::unique_ptr<train::Optimizer>(train::LearningRate)>;
+  // dense form; and, with one step at a time, the same with use_locking = false (its last
+  // constructor argument), whose update ops then carry use_locking = false.
+  using Make = std::function<std::unique_ptr<train::Optimizer>(train::LearningRate, bool)>;
   const std::vector<std::pair<std::string, Make>> makers{
       {"GradientDescent",
-       [](train::LearningRate lr) {
-         return std::make_unique<train::GradientDescentOptimizer>(std::move(lr));
+       [](train::LearningRate lr, bool locking) {
+         return std::make_unique<train::GradientDescentOptimizer>(std::move(lr), "GradientDescent",
+                                                                  locking);
        }},
       {"Momentum",
-       [](train::LearningRate lr) {
-         return std::make_unique<train::MomentumOptimizer>(std::move(lr), 0.9, true);
+       [](train::LearningRate lr, bool locking) {
+         return std::make_unique<train::MomentumOptimizer>(std::move(lr), 0.9, true, "Momentum",
+                                                           locking);
        }},
       {"Adagrad",
-       [](train::LearningRate lr) {
-         return std::make_unique<train::AdagradOptimizer>(std::move(lr));
+       [](train::LearningRate lr, bool locking) {
+         return std::make_unique<train::AdagradOptimizer>(std::move(lr), 0.1, "Adagrad", locking);
        }},
       {"Adam",
-       [](train::LearningRate lr) {
-         return std::make_unique<train::AdamOptimizer>(std::move(lr));
+       [](train::LearningRate lr, bool locking) {
+         return std::make_unique<train::AdamOptimizer>(std::move(lr), 0.9, 0.999, 1e-8, "Adam",
+                                                       false, locking);
        }},
       {"LazyAdam",
-       [](train::LearningRate lr) {
+       [](train::LearningRate lr, bool locking) {
          return std::make_unique<train::AdamOptimizer>(std::move(lr), 0.9, 0.999, 1e-8, "Adam",
-                                                       true);
+                                                       true, locking);
        }},
       {"Ftrl",
-       [](train::LearningRate lr) {
-         return std::make_unique<train::FtrlOptimizer>(std::move(lr), -0.5, 0.1, 0.01, 0.01);
+       [](train::LearningRate lr, bool locking) {
+         return std::make_unique<train::FtrlOptimizer>(std::move(lr), -0.5, 0.1, 0.01, 0.01, "Ftrl",
+                                                       locking);
        }},
       {"RMSProp",
-       [](train::LearningRate lr) {
-         return std::make_unique<train::RMSPropOptimizer>(std::move(lr), 0.9, 0.5);
+       [](train::LearningRate lr, bool locking) {
+         return std::make_unique<train::RMSPropOptimizer>(std::move(lr), 0.9, 0.5, 1e-10, false,
+                                                          "RMSProp", locking);
        }},
       {"RMSPropCentered",
-       [](train::LearningRate lr) {
-         return std::make_unique<train::RMSPropOptimizer>(std::move(lr), 0.9, 0.5, 1e-10, true);
+       [](train::LearningRate lr, bool locking) {
+         return std::make_unique<train::RMSPropOptimizer>(std::move(lr), 0.9, 0.5, 1e-10, true,
+                                                          "RMSProp", locking);
        }},
       {"Adadelta",
-       [](train::LearningRate lr) {
-         return std::make_unique<train::AdadeltaOptimizer>(std::move(lr));
+       [](train::LearningRate lr, bool locking) {
+         return std::make_unique<train::AdadeltaOptimizer>(std::move(lr), 0.95, 1e-8, "Adadelta",
+                                                           locking);
        }},
   };
   for (const auto& [name, make] : makers) {
     INFO(name);
     for (bool sparse : {false, true}) {
       INFO("sparse " << sparse);
-      auto run = [&, make = make](bool as_tensor) {
+      auto run = [&, make = make](bool as_tensor, bool locking = true) {
         Graph g;
         Variable table = get_variable(g, "t", {4, 2}, values_initializer({1, 2, 3, 4, 5, 6, 7, 8}),
                                       DType::float64);
         Variable rate = get_variable(g, "rate", {}, constant_initializer(0.05), DType::float64,
                                      /*trainable=*/false);
-        auto opt = as_tensor ? make(rate) : make(0.05);
+        auto opt = as_tensor ? make(rate, locking) : make(0.05, locking);
+        CHECK(opt->use_locking() == locking);
         Output ids = ops::constant(g, Tensor::from_vector(std::vector<std::int64_t>{2, 0, 2}));
         Output rows = ops::embedding_lookup(table, ids);
         Output weights = ops::constant(
@@ -1032,6 +1042,14 @@ TEST_CASE("every optimizer takes its learning rate as an Output, dense and spars
         CHECK(as_indexed_slices(grads[0].first).has_value());
         if (!sparse) grads[0].first = ops::identity(grads[0].first);  // a dense gradient
         Operation train_op = opt->apply_gradients(grads);
+        std::size_t updates = 0;  // the ops that write the table, each with the optimizer's flag
+        for (std::size_t id = 0; id < g.num_nodes(); ++id) {
+          const auto& node = g.node(static_cast<int>(id));
+          if (node.attrs.count("use_locking") == 0) continue;
+          ++updates;
+          CHECK(std::get<bool>(node.attrs.at("use_locking")) == locking);
+        }
+        CHECK(updates == 1);
         Session sess(g);
         sess.run(global_variables_initializer(g));
         for (int s = 0; s < 3; ++s) sess.run(train_op);
@@ -1040,6 +1058,7 @@ TEST_CASE("every optimizer takes its learning rate as an Output, dense and spars
       const auto by_number = run(false);
       const auto by_tensor = run(true);
       CHECK(by_tensor == by_number);
+      CHECK(run(false, false) == by_number);
       CHECK(by_number != std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8});
     }
   }
@@ -1086,4 +1105,27 @@ TEST_CASE("learning rate Outputs: wrong dtype, shape or graph are InvalidArgumen
   CHECK(moved == values_of<double>(sess.run({b.value()})[0]));
   CHECK(moved[0] < 0);
   CHECK(moved[1] > 0);
+}
+
+TEST_CASE("use_locking = false: sparse updates of disjoint rows from 4 threads all land") {
+  // Lock-free updates run at once; on disjoint rows none can overwrite another.
+  constexpr int kWriters = 4, kSteps = 300;
+  Graph g;
+  Variable table = get_variable(g, "t", {kWriters, 8}, zeros_initializer());
+  train::GradientDescentOptimizer opt(1.0, "GradientDescent", /*use_locking=*/false);
+  std::vector<Operation> train_ops;
+  for (std::int64_t w = 0; w < kWriters; ++w) {
+    Output id = ops::constant(g, Tensor::from_vector(std::vector<std::int64_t>{w}));
+    train_ops.push_back(opt.minimize(ops::reduce_sum(ops::embedding_lookup(table, id))));
+  }
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWriters; ++w)
+    workers.emplace_back([&, w] {
+      for (int s = 0; s < kSteps; ++s) sess.run(train_ops[static_cast<std::size_t>(w)]);
+    });
+  for (auto& t : workers) t.join();
+  const auto values = values_of<float>(sess.run({table.value()})[0]);
+  CHECK(values == std::vector<float>(kWriters * 8, -static_cast<float>(kSteps)));
 }

@@ -170,6 +170,58 @@ TEST_CASE("concurrent updates and reads: no update lost, no read torn") {
   CHECK(final_value.data<float>()[kSize - 1] == static_cast<float>(kWriters * kUpdates));
 }
 
+TEST_CASE("lock-free writers share one buffer, and a reader's value from before never changes") {
+  ResourceManager rm;
+  auto v = rm.lookup_or_create("v", DType::float32, PartialShape::of({4}));
+  CHECK_THROWS_AS(VariableResource::LockFreeWriter(*v), FailedPrecondition);
+  v->assign(Tensor::from_vector<float>({1, 2, 3, 4}));
+  const Tensor before = v->read();  // a reader holds the buffer
+  {
+    VariableResource::LockFreeWriter a(*v);
+    CHECK(a.buffer().raw_data() != before.raw_data());  // copied away from the reader first
+    const Tensor during = v->read();                    // a reader while a writer is at work
+    VariableResource::LockFreeWriter b(*v);
+    CHECK(b.buffer().raw_data() == a.buffer().raw_data());  // writers at once: one buffer
+    a.buffer().data<float>()[0] = 10;
+    b.buffer().data<float>()[1] = 20;
+    CHECK(during.data<float>()[1] == 20);  // Hogwild: it sees the writes as they happen
+  }
+  CHECK(std::vector<float>(before.data<float>(), before.data<float>() + 4) ==
+        std::vector<float>{1, 2, 3, 4});
+  {
+    const Tensor after = v->read();
+    CHECK(std::vector<float>(after.data<float>(), after.data<float>() + 4) ==
+          std::vector<float>{10, 20, 3, 4});
+  }
+  // Without readers or writers the buffer is written where it is.
+  const void* where = v->read().raw_data();
+  v->update_lock_free([](const Tensor&, Tensor& out) { out.data<float>()[2] = 30; });
+  CHECK(v->read().raw_data() == where);
+  CHECK(v->read().data<float>()[2] == 30);
+}
+
+TEST_CASE("lock-free updates of disjoint elements from 4 threads run at once and all land") {
+  constexpr int kWriters = 4, kUpdates = 2000;
+  constexpr std::size_t kPerWriter = 256;
+  ResourceManager rm;
+  auto v = rm.lookup_or_create(
+      "v", DType::float32, PartialShape::of({static_cast<std::int64_t>(kWriters * kPerWriter)}));
+  v->assign(Tensor::filled(0.0f, {kWriters * kPerWriter}));
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w)
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < kUpdates; ++i)
+        v->update_lock_free([w](const Tensor&, Tensor& out) {
+          float* mine = out.data<float>() + static_cast<std::size_t>(w) * kPerWriter;
+          for (std::size_t e = 0; e < kPerWriter; ++e) mine[e] += 1;
+        });
+    });
+  for (auto& t : writers) t.join();
+  const Tensor final_value = v->read();
+  for (std::size_t e = 0; e < kWriters * kPerWriter; e += kPerWriter / 2)
+    CHECK(final_value.data<float>()[e] == static_cast<float>(kUpdates));
+}
+
 TEST_CASE("concurrent lookups of one name all get the same variable") {
   ResourceManager rm;
   std::vector<std::shared_ptr<VariableResource>> got(8);

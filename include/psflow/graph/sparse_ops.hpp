@@ -76,13 +76,15 @@ PSFLOW_DECL Output gather(Output params, Output indices, std::string_view name =
 // Adds updates[i] to row indices[i] of the variable (duplicate ids add up); returns the new
 // value. Runs on the variable's device, changing only the given rows.
 PSFLOW_DECL Output scatter_add(const Variable& ref, Output indices, Output updates,
-                               std::string_view name = "");
+                               std::string_view name = "", bool use_locking = true);
 // Subtracts updates[i] from row indices[i] (duplicate ids add up); returns the new value.
 PSFLOW_DECL Output scatter_sub(const Variable& ref, Output indices, Output updates,
-                               std::string_view name = "");
+                               std::string_view name = "", bool use_locking = true);
 // Sets row indices[i] to updates[i]; with duplicate ids one of their updates wins (as TF).
+// use_locking (TF's, default true here): false writes the rows without the variable's lock,
+// racing with other such writers (TF's Hogwild updates; see VariableResource::LockFreeWriter).
 PSFLOW_DECL Output scatter_update(const Variable& ref, Output indices, Output updates,
-                                  std::string_view name = "");
+                                  std::string_view name = "", bool use_locking = true);
 
 // {y, idx}: the distinct values of vector x in order of first appearance, and for each element
 // of x its position in y (int32), so that x == gather(y, idx).
@@ -215,18 +217,21 @@ PSFLOW_DECL Output gather(Output params, Output indices, std::string_view name) 
 }
 
 PSFLOW_DECL Output scatter_add(const Variable& ref, Output indices, Output updates,
-                               std::string_view name) {
-  return detail::assign_op("ScatterAdd", ref.ref(), {indices, updates}, {}, name);
+                               std::string_view name, bool use_locking) {
+  return detail::assign_op("ScatterAdd", ref.ref(), {indices, updates},
+                           {{"use_locking", use_locking}}, name);
 }
 
 PSFLOW_DECL Output scatter_sub(const Variable& ref, Output indices, Output updates,
-                               std::string_view name) {
-  return detail::assign_op("ScatterSub", ref.ref(), {indices, updates}, {}, name);
+                               std::string_view name, bool use_locking) {
+  return detail::assign_op("ScatterSub", ref.ref(), {indices, updates},
+                           {{"use_locking", use_locking}}, name);
 }
 
 PSFLOW_DECL Output scatter_update(const Variable& ref, Output indices, Output updates,
-                                  std::string_view name) {
-  return detail::assign_op("ScatterUpdate", ref.ref(), {indices, updates}, {}, name);
+                                  std::string_view name, bool use_locking) {
+  return detail::assign_op("ScatterUpdate", ref.ref(), {indices, updates},
+                           {{"use_locking", use_locking}}, name);
 }
 
 PSFLOW_DECL std::pair<Output, Output> unique(Output x, std::string_view name) {

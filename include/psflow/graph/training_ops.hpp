@@ -18,6 +18,10 @@
 // no scalar Cast runs per step). The kernels are in psflow/runtime/kernels/training_kernels.hpp:
 // every process that may run these ops (each ps task) must include it.
 //
+// use_locking (each builder's last argument, TF's attr; the optimizers pass theirs): true holds
+// the variable's and slots' locks for the whole update; false updates in place without them,
+// at the same time as other such updates (TF's Hogwild; see VariableResource::LockFreeWriter).
+//
 // Equations (TF's CPU kernels, element-wise; `lr`, `mu`, ... are the scalar inputs):
 //   ApplyGradientDescent(var, alpha, delta):   var -= delta * alpha
 //   ApplyMomentum(var, accum, lr, grad, mu):   accum = accum * mu + grad
@@ -98,62 +102,68 @@ namespace ops {
 
 // var -= delta * alpha. `var` is a variable reference; returns it after the update.
 PSFLOW_DECL Output apply_gradient_descent(Output var, Output alpha, Output delta,
-                                          std::string_view name = "");
+                                          std::string_view name = "", bool use_locking = true);
 
 // accum = accum * momentum + grad; var -= accum * lr (or the Nesterov form, see above).
 PSFLOW_DECL Output apply_momentum(Output var, Output accum, Output lr, Output grad, Output momentum,
-                                  bool use_nesterov = false, std::string_view name = "");
+                                  bool use_nesterov = false, std::string_view name = "",
+                                  bool use_locking = true);
 
 // accum += grad^2; var -= grad * lr / sqrt(accum).
 PSFLOW_DECL Output apply_adagrad(Output var, Output accum, Output lr, Output grad,
-                                 std::string_view name = "");
+                                 std::string_view name = "", bool use_locking = true);
 
 // Adam's update of var, m and v (see the equations above).
 PSFLOW_DECL Output apply_adam(Output var, Output m, Output v, Output beta1_power,
                               Output beta2_power, Output lr, Output beta1, Output beta2,
                               Output epsilon, Output grad, bool use_nesterov = false,
-                              std::string_view name = "");
+                              std::string_view name = "", bool use_locking = true);
 
 // FTRL-Proximal (see the equations above).
 PSFLOW_DECL Output apply_ftrl(Output var, Output accum, Output linear, Output grad, Output lr,
-                              Output l1, Output l2, Output lr_power, std::string_view name = "");
+                              Output l1, Output l2, Output lr_power, std::string_view name = "",
+                              bool use_locking = true);
 
 // The sparse forms: `grad` holds the rows for the distinct `indices`.
 PSFLOW_DECL Output sparse_apply_momentum(Output var, Output accum, Output lr, Output grad,
                                          Output indices, Output momentum, bool use_nesterov = false,
-                                         std::string_view name = "");
+                                         std::string_view name = "", bool use_locking = true);
 PSFLOW_DECL Output sparse_apply_adagrad(Output var, Output accum, Output lr, Output grad,
-                                        Output indices, std::string_view name = "");
+                                        Output indices, std::string_view name = "",
+                                        bool use_locking = true);
 PSFLOW_DECL Output sparse_apply_adam(Output var, Output m, Output v, Output beta1_power,
                                      Output beta2_power, Output lr, Output beta1, Output beta2,
                                      Output epsilon, Output grad, Output indices, bool lazy,
-                                     std::string_view name = "");
+                                     std::string_view name = "", bool use_locking = true);
 PSFLOW_DECL Output sparse_apply_ftrl(Output var, Output accum, Output linear, Output grad,
                                      Output indices, Output lr, Output l1, Output l2,
-                                     Output lr_power, std::string_view name = "");
+                                     Output lr_power, std::string_view name = "",
+                                     bool use_locking = true);
 
 // RMSProp (see the equations above): ms and mom are the slots "rms" and "momentum".
 PSFLOW_DECL Output apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
                                   Output momentum, Output epsilon, Output grad,
-                                  std::string_view name = "");
+                                  std::string_view name = "", bool use_locking = true);
 // Centered RMSProp: also keeps mg, the moving average of the gradient (slot "mg").
 PSFLOW_DECL Output apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom, Output lr,
                                            Output rho, Output momentum, Output epsilon, Output grad,
-                                           std::string_view name = "");
+                                           std::string_view name = "", bool use_locking = true);
 // Adadelta (see the equations above).
 PSFLOW_DECL Output apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
                                   Output rho, Output epsilon, Output grad,
-                                  std::string_view name = "");
+                                  std::string_view name = "", bool use_locking = true);
 PSFLOW_DECL Output sparse_apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
                                          Output momentum, Output epsilon, Output grad,
-                                         Output indices, std::string_view name = "");
+                                         Output indices, std::string_view name = "",
+                                         bool use_locking = true);
 PSFLOW_DECL Output sparse_apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom,
                                                   Output lr, Output rho, Output momentum,
                                                   Output epsilon, Output grad, Output indices,
-                                                  std::string_view name = "");
+                                                  std::string_view name = "",
+                                                  bool use_locking = true);
 PSFLOW_DECL Output sparse_apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
                                          Output rho, Output epsilon, Output grad, Output indices,
-                                         std::string_view name = "");
+                                         std::string_view name = "", bool use_locking = true);
 
 }  // namespace ops
 
@@ -262,7 +272,8 @@ PSFLOW_REGISTERED_AT_STARTUP const bool training_ops_registered = [] {
 
 // Creates an Apply op colocated with its variable (inputs[0], a variable reference).
 PSFLOW_DECL Output build_apply_op(const char* type, std::vector<Output> inputs, AttrMap attrs,
-                                  std::string_view name) {
+                                  std::string_view name, bool use_locking) {
+  attrs.emplace("use_locking", use_locking);
   const Output& ref = inputs.at(0);
   if (!ref.valid() || !ref.is_ref())
     throw InvalidArgument(std::string(type) +
@@ -277,106 +288,113 @@ PSFLOW_DECL Output build_apply_op(const char* type, std::vector<Output> inputs, 
 namespace psflow::ops {
 
 PSFLOW_DECL Output apply_gradient_descent(Output var, Output alpha, Output delta,
-                                          std::string_view name) {
-  return detail::build_apply_op("ApplyGradientDescent", {var, alpha, delta}, {}, name);
+                                          std::string_view name, bool use_locking) {
+  return detail::build_apply_op("ApplyGradientDescent", {var, alpha, delta}, {}, name, use_locking);
 }
 
 PSFLOW_DECL Output apply_momentum(Output var, Output accum, Output lr, Output grad, Output momentum,
-                                  bool use_nesterov, std::string_view name) {
+                                  bool use_nesterov, std::string_view name, bool use_locking) {
   return detail::build_apply_op("ApplyMomentum", {var, accum, lr, grad, momentum},
-                                {{"use_nesterov", use_nesterov}}, name);
+                                {{"use_nesterov", use_nesterov}}, name, use_locking);
 }
 
 PSFLOW_DECL Output apply_adagrad(Output var, Output accum, Output lr, Output grad,
-                                 std::string_view name) {
-  return detail::build_apply_op("ApplyAdagrad", {var, accum, lr, grad}, {}, name);
+                                 std::string_view name, bool use_locking) {
+  return detail::build_apply_op("ApplyAdagrad", {var, accum, lr, grad}, {}, name, use_locking);
 }
 
 PSFLOW_DECL Output apply_adam(Output var, Output m, Output v, Output beta1_power,
                               Output beta2_power, Output lr, Output beta1, Output beta2,
-                              Output epsilon, Output grad, bool use_nesterov,
-                              std::string_view name) {
+                              Output epsilon, Output grad, bool use_nesterov, std::string_view name,
+                              bool use_locking) {
   return detail::build_apply_op(
       "ApplyAdam", {var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad},
-      {{"use_nesterov", use_nesterov}}, name);
+      {{"use_nesterov", use_nesterov}}, name, use_locking);
 }
 
 PSFLOW_DECL Output apply_ftrl(Output var, Output accum, Output linear, Output grad, Output lr,
-                              Output l1, Output l2, Output lr_power, std::string_view name) {
+                              Output l1, Output l2, Output lr_power, std::string_view name,
+                              bool use_locking) {
   return detail::build_apply_op("ApplyFtrl", {var, accum, linear, grad, lr, l1, l2, lr_power}, {},
-                                name);
+                                name, use_locking);
 }
 
 PSFLOW_DECL Output sparse_apply_momentum(Output var, Output accum, Output lr, Output grad,
                                          Output indices, Output momentum, bool use_nesterov,
-                                         std::string_view name) {
+                                         std::string_view name, bool use_locking) {
   return detail::build_apply_op("SparseApplyMomentum", {var, accum, lr, grad, indices, momentum},
-                                {{"use_nesterov", use_nesterov}}, name);
+                                {{"use_nesterov", use_nesterov}}, name, use_locking);
 }
 
 PSFLOW_DECL Output sparse_apply_adagrad(Output var, Output accum, Output lr, Output grad,
-                                        Output indices, std::string_view name) {
-  return detail::build_apply_op("SparseApplyAdagrad", {var, accum, lr, grad, indices}, {}, name);
+                                        Output indices, std::string_view name, bool use_locking) {
+  return detail::build_apply_op("SparseApplyAdagrad", {var, accum, lr, grad, indices}, {}, name,
+                                use_locking);
 }
 
 PSFLOW_DECL Output sparse_apply_adam(Output var, Output m, Output v, Output beta1_power,
                                      Output beta2_power, Output lr, Output beta1, Output beta2,
                                      Output epsilon, Output grad, Output indices, bool lazy,
-                                     std::string_view name) {
+                                     std::string_view name, bool use_locking) {
   return detail::build_apply_op(
       "SparseApplyAdam",
       {var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad, indices},
-      {{"lazy", lazy}}, name);
+      {{"lazy", lazy}}, name, use_locking);
 }
 
 PSFLOW_DECL Output sparse_apply_ftrl(Output var, Output accum, Output linear, Output grad,
                                      Output indices, Output lr, Output l1, Output l2,
-                                     Output lr_power, std::string_view name) {
-  return detail::build_apply_op(
-      "SparseApplyFtrl", {var, accum, linear, grad, indices, lr, l1, l2, lr_power}, {}, name);
+                                     Output lr_power, std::string_view name, bool use_locking) {
+  return detail::build_apply_op("SparseApplyFtrl",
+                                {var, accum, linear, grad, indices, lr, l1, l2, lr_power}, {}, name,
+                                use_locking);
 }
 
 PSFLOW_DECL Output apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
                                   Output momentum, Output epsilon, Output grad,
-                                  std::string_view name) {
+                                  std::string_view name, bool use_locking) {
   return detail::build_apply_op("ApplyRMSProp", {var, ms, mom, lr, rho, momentum, epsilon, grad},
-                                {}, name);
+                                {}, name, use_locking);
 }
 
 PSFLOW_DECL Output apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom, Output lr,
                                            Output rho, Output momentum, Output epsilon, Output grad,
-                                           std::string_view name) {
+                                           std::string_view name, bool use_locking) {
   return detail::build_apply_op("ApplyCenteredRMSProp",
-                                {var, mg, ms, mom, lr, rho, momentum, epsilon, grad}, {}, name);
+                                {var, mg, ms, mom, lr, rho, momentum, epsilon, grad}, {}, name,
+                                use_locking);
 }
 
 PSFLOW_DECL Output apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
-                                  Output rho, Output epsilon, Output grad, std::string_view name) {
+                                  Output rho, Output epsilon, Output grad, std::string_view name,
+                                  bool use_locking) {
   return detail::build_apply_op("ApplyAdadelta", {var, accum, accum_update, lr, rho, epsilon, grad},
-                                {}, name);
+                                {}, name, use_locking);
 }
 
 PSFLOW_DECL Output sparse_apply_rms_prop(Output var, Output ms, Output mom, Output lr, Output rho,
                                          Output momentum, Output epsilon, Output grad,
-                                         Output indices, std::string_view name) {
-  return detail::build_apply_op(
-      "SparseApplyRMSProp", {var, ms, mom, lr, rho, momentum, epsilon, grad, indices}, {}, name);
+                                         Output indices, std::string_view name, bool use_locking) {
+  return detail::build_apply_op("SparseApplyRMSProp",
+                                {var, ms, mom, lr, rho, momentum, epsilon, grad, indices}, {}, name,
+                                use_locking);
 }
 
 PSFLOW_DECL Output sparse_apply_centered_rms_prop(Output var, Output mg, Output ms, Output mom,
                                                   Output lr, Output rho, Output momentum,
                                                   Output epsilon, Output grad, Output indices,
-                                                  std::string_view name) {
+                                                  std::string_view name, bool use_locking) {
   return detail::build_apply_op("SparseApplyCenteredRMSProp",
                                 {var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices}, {},
-                                name);
+                                name, use_locking);
 }
 
 PSFLOW_DECL Output sparse_apply_adadelta(Output var, Output accum, Output accum_update, Output lr,
                                          Output rho, Output epsilon, Output grad, Output indices,
-                                         std::string_view name) {
-  return detail::build_apply_op(
-      "SparseApplyAdadelta", {var, accum, accum_update, lr, rho, epsilon, grad, indices}, {}, name);
+                                         std::string_view name, bool use_locking) {
+  return detail::build_apply_op("SparseApplyAdadelta",
+                                {var, accum, accum_update, lr, rho, epsilon, grad, indices}, {},
+                                name, use_locking);
 }
 
 }  // namespace psflow::ops

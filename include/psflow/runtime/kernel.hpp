@@ -189,4 +189,14 @@ class KernelRegistry {
   std::map<std::string, KernelFactory, std::less<>> factories_;
 };
 
+namespace detail {
+
+// The use_locking attr of a node that updates variables (TF's): true when it has none.
+inline bool uses_locking(const Node& node) {
+  return node.attrs.find("use_locking") == node.attrs.end() ||
+         attr_or_throw<bool>(node.attrs, "use_locking", node.name);
+}
+
+}  // namespace detail
+
 }  // namespace psflow

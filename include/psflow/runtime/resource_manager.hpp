@@ -78,6 +78,43 @@ class VariableResource {
     return value_;
   }
 
+  // A lock-free update (an optimizer's use_locking = false, TF's Hogwild): the buffer to write
+  // the new value into in place, with no lock held while writing, racing with other lock-free
+  // writers as TF's updates without use_locking do (an update may be lost, a reader may see a
+  // half-written value). The lock is taken only to pick the buffer: when readers hold it and no
+  // lock-free writer is at work, the value is copied first, so tensors read before are never
+  // changed. Keep the returned writer alive while writing.
+  class LockFreeWriter {
+   public:
+    explicit LockFreeWriter(VariableResource& var) : var_(&var) {
+      std::lock_guard lock(var.mutex_);
+      if (var.value_.empty()) var.throw_uninitialized();
+      if (var.lock_free_writers_ == 0 && !var.value_.is_sole_owner())
+        var.value_ = var.value_.deep_copy();
+      buffer_ = var.value_;
+      ++var.lock_free_writers_;
+    }
+    ~LockFreeWriter() {
+      std::lock_guard lock(var_->mutex_);
+      --var_->lock_free_writers_;
+    }
+    LockFreeWriter(const LockFreeWriter&) = delete;
+    LockFreeWriter& operator=(const LockFreeWriter&) = delete;
+    Tensor& buffer() noexcept { return buffer_; }
+
+   private:
+    VariableResource* var_;
+    Tensor buffer_;
+  };
+
+  // update() without the lock (use_locking = false): fn(buffer, buffer) writes the value in
+  // place, no lock held while it runs (see LockFreeWriter).
+  template <class Fn>
+  void update_lock_free(Fn&& fn) {
+    LockFreeWriter writer(*this);
+    fn(static_cast<const Tensor&>(writer.buffer()), writer.buffer());
+  }
+
   // Drops the value (the variable becomes uninitialized).
   void reset() {
     std::lock_guard lock(mutex_);
@@ -105,6 +142,7 @@ class VariableResource {
   const PartialShape shape_;
   mutable std::mutex mutex_;
   Tensor value_;
+  int lock_free_writers_ = 0;  // LockFreeWriters alive, under mutex_
 };
 
 // Variables of one device, by name. Thread-safe; returned pointers stay valid until clear().

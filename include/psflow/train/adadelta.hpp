@@ -24,8 +24,9 @@ namespace psflow::train {
 class AdadeltaOptimizer : public Optimizer {
  public:
   explicit AdadeltaOptimizer(LearningRate learning_rate = 0.001, double rho = 0.95,
-                             double epsilon = 1e-8, std::string name = "Adadelta")
-      : Optimizer(std::move(name)),
+                             double epsilon = 1e-8, std::string name = "Adadelta",
+                             bool use_locking = true)
+      : Optimizer(std::move(name), use_locking),
         learning_rate_(std::move(learning_rate)),
         rho_(rho),
         epsilon_(epsilon) {}
@@ -55,10 +56,10 @@ void AdadeltaOptimizer::create_slots(const std::vector<Variable>& var_list) {
 }
 
 Operation AdadeltaOptimizer::apply_dense(Output grad, const Variable& var) {
-  return ops::apply_adadelta(var.ref(), slot(var, "accum").ref(), slot(var, "accum_update").ref(),
-                             learning_rate_for(learning_rate_, var),
-                             constant_like(var, rho_, "rho"),
-                             constant_like(var, epsilon_, "epsilon"), grad, "ApplyAdadelta")
+  return ops::apply_adadelta(
+             var.ref(), slot(var, "accum").ref(), slot(var, "accum_update").ref(),
+             learning_rate_for(learning_rate_, var), constant_like(var, rho_, "rho"),
+             constant_like(var, epsilon_, "epsilon"), grad, "ApplyAdadelta", use_locking())
       .op();
 }
 
@@ -68,7 +69,7 @@ Operation AdadeltaOptimizer::apply_sparse(const IndexedSlices& grad, const Varia
              var.ref(), slot(var, "accum").ref(), slot(var, "accum_update").ref(),
              learning_rate_for(learning_rate_, var), constant_like(var, rho_, "rho"),
              constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices,
-             "SparseApplyAdadelta")
+             "SparseApplyAdadelta", use_locking())
       .op();
 }
 

@@ -21,7 +21,7 @@ class AdagradOptimizer : public Optimizer {
   // divides by its square root).
   PSFLOW_DECL explicit AdagradOptimizer(LearningRate learning_rate,
                                         double initial_accumulator_value = 0.1,
-                                        std::string name = "Adagrad");
+                                        std::string name = "Adagrad", bool use_locking = true);
 
   const LearningRate& learning_rate() const noexcept { return learning_rate_; }
   double initial_accumulator_value() const noexcept { return initial_accumulator_value_; }
@@ -40,8 +40,8 @@ class AdagradOptimizer : public Optimizer {
 // Implementation, compiled where psflow's is (core/compilation.hpp).
 #if PSFLOW_COMPILES_IMPLEMENTATION
 AdagradOptimizer::AdagradOptimizer(LearningRate learning_rate, double initial_accumulator_value,
-                                   std::string name)
-    : Optimizer(std::move(name)),
+                                   std::string name, bool use_locking)
+    : Optimizer(std::move(name), use_locking),
       learning_rate_(learning_rate),
       initial_accumulator_value_(initial_accumulator_value) {
   if (!(initial_accumulator_value > 0.0))
@@ -56,7 +56,8 @@ void AdagradOptimizer::create_slots(const std::vector<Variable>& var_list) {
 
 Operation AdagradOptimizer::apply_dense(Output grad, const Variable& var) {
   return ops::apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
-                            learning_rate_for(learning_rate_, var), grad, "ApplyAdagrad")
+                            learning_rate_for(learning_rate_, var), grad, "ApplyAdagrad",
+                            use_locking())
       .op();
 }
 
@@ -64,7 +65,7 @@ Operation AdagradOptimizer::apply_sparse(const IndexedSlices& grad, const Variab
   const IndexedSlices rows = deduplicate(grad);
   return ops::sparse_apply_adagrad(var.ref(), slot(var, "accumulator").ref(),
                                    learning_rate_for(learning_rate_, var), rows.values,
-                                   rows.indices, "SparseApplyAdagrad")
+                                   rows.indices, "SparseApplyAdagrad", use_locking())
       .op();
 }
 

@@ -39,8 +39,8 @@ class AdamOptimizer : public Optimizer {
   // `lazy` changes sparse updates only: see the file comment.
   explicit AdamOptimizer(LearningRate learning_rate = 0.001, double beta1 = 0.9,
                          double beta2 = 0.999, double epsilon = 1e-8, std::string name = "Adam",
-                         bool lazy = false)
-      : Optimizer(std::move(name)),
+                         bool lazy = false, bool use_locking = true)
+      : Optimizer(std::move(name), use_locking),
         learning_rate_(learning_rate),
         beta1_(beta1),
         beta2_(beta2),
@@ -107,7 +107,7 @@ Operation AdamOptimizer::apply_dense(Output grad, const Variable& var) {
                          beta2_power.value(), learning_rate_for(learning_rate_, var),
                          constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
                          constant_like(var, epsilon_, "epsilon"), grad, /*use_nesterov=*/false,
-                         "ApplyAdam")
+                         "ApplyAdam", use_locking())
       .op();
 }
 
@@ -119,7 +119,7 @@ Operation AdamOptimizer::apply_sparse(const IndexedSlices& grad, const Variable&
              beta2_power.value(), learning_rate_for(learning_rate_, var),
              constant_like(var, beta1_, "beta1"), constant_like(var, beta2_, "beta2"),
              constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices, lazy_,
-             "SparseApplyAdam")
+             "SparseApplyAdam", use_locking())
       .op();
 }
 

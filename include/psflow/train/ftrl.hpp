@@ -26,7 +26,8 @@ class FtrlOptimizer : public Optimizer {
   // learning rate Output is not checked).
   PSFLOW_DECL explicit FtrlOptimizer(LearningRate learning_rate, double learning_rate_power = -0.5,
                                      double initial_accumulator_value = 0.1, double l1 = 0.0,
-                                     double l2 = 0.0, std::string name = "Ftrl");
+                                     double l2 = 0.0, std::string name = "Ftrl",
+                                     bool use_locking = true);
 
   const LearningRate& learning_rate() const noexcept { return learning_rate_; }
   double learning_rate_power() const noexcept { return learning_rate_power_; }
@@ -52,8 +53,8 @@ class FtrlOptimizer : public Optimizer {
 #if PSFLOW_COMPILES_IMPLEMENTATION
 FtrlOptimizer::FtrlOptimizer(LearningRate learning_rate, double learning_rate_power,
                              double initial_accumulator_value, double l1, double l2,
-                             std::string name)
-    : Optimizer(std::move(name)),
+                             std::string name, bool use_locking)
+    : Optimizer(std::move(name), use_locking),
       learning_rate_(learning_rate),
       learning_rate_power_(learning_rate_power),
       initial_accumulator_value_(initial_accumulator_value),
@@ -85,7 +86,7 @@ Operation FtrlOptimizer::apply_dense(Output grad, const Variable& var) {
                          learning_rate_for(learning_rate_, var), constant_like(var, l1_, "l1"),
                          constant_like(var, l2_, "l2"),
                          constant_like(var, learning_rate_power_, "learning_rate_power"),
-                         "ApplyFtrl")
+                         "ApplyFtrl", use_locking())
       .op();
 }
 
@@ -95,7 +96,7 @@ Operation FtrlOptimizer::apply_sparse(const IndexedSlices& grad, const Variable&
                                 rows.values, rows.indices, learning_rate_for(learning_rate_, var),
                                 constant_like(var, l1_, "l1"), constant_like(var, l2_, "l2"),
                                 constant_like(var, learning_rate_power_, "learning_rate_power"),
-                                "SparseApplyFtrl")
+                                "SparseApplyFtrl", use_locking())
       .op();
 }
 

@@ -17,8 +17,8 @@ namespace psflow::train {
 class GradientDescentOptimizer : public Optimizer {
  public:
   explicit GradientDescentOptimizer(LearningRate learning_rate,
-                                    std::string name = "GradientDescent")
-      : Optimizer(std::move(name)), learning_rate_(learning_rate) {}
+                                    std::string name = "GradientDescent", bool use_locking = true)
+      : Optimizer(std::move(name), use_locking), learning_rate_(learning_rate) {}
 
   const LearningRate& learning_rate() const noexcept { return learning_rate_; }
 
@@ -36,13 +36,13 @@ class GradientDescentOptimizer : public Optimizer {
 #if PSFLOW_COMPILES_IMPLEMENTATION
 Operation GradientDescentOptimizer::apply_dense(Output grad, const Variable& var) {
   return ops::apply_gradient_descent(var.ref(), learning_rate_for(learning_rate_, var), grad,
-                                     "ApplyGradientDescent")
+                                     "ApplyGradientDescent", use_locking())
       .op();
 }
 
 Operation GradientDescentOptimizer::apply_sparse(const IndexedSlices& grad, const Variable& var) {
   Output delta = ops::mul(grad.values, learning_rate_for(learning_rate_, var));
-  return ops::scatter_sub(var, grad.indices, delta, "ScatterSub").op();
+  return ops::scatter_sub(var, grad.indices, delta, "ScatterSub", use_locking()).op();
 }
 
 Optimizer::DynamicRule GradientDescentOptimizer::dynamic_rule(const Variable& shard) {

@@ -23,8 +23,8 @@ class MomentumOptimizer : public Optimizer {
   // TF's argument order differs (use_locking, name, use_nesterov); psflow always locks, and
   // takes use_nesterov third (with the learning rate and momentum first), the name last.
   MomentumOptimizer(LearningRate learning_rate, double momentum, bool use_nesterov = false,
-                    std::string name = "Momentum")
-      : Optimizer(std::move(name)),
+                    std::string name = "Momentum", bool use_locking = true)
+      : Optimizer(std::move(name), use_locking),
         learning_rate_(learning_rate),
         momentum_(momentum),
         use_nesterov_(use_nesterov) {}
@@ -52,9 +52,10 @@ void MomentumOptimizer::create_slots(const std::vector<Variable>& var_list) {
 }
 
 Operation MomentumOptimizer::apply_dense(Output grad, const Variable& var) {
-  return ops::apply_momentum(
-             var.ref(), slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var), grad,
-             constant_like(var, momentum_, "momentum"), use_nesterov_, "ApplyMomentum")
+  return ops::apply_momentum(var.ref(), slot(var, "momentum").ref(),
+                             learning_rate_for(learning_rate_, var), grad,
+                             constant_like(var, momentum_, "momentum"), use_nesterov_,
+                             "ApplyMomentum", use_locking())
       .op();
 }
 
@@ -63,7 +64,7 @@ Operation MomentumOptimizer::apply_sparse(const IndexedSlices& grad, const Varia
   return ops::sparse_apply_momentum(var.ref(), slot(var, "momentum").ref(),
                                     learning_rate_for(learning_rate_, var), rows.values,
                                     rows.indices, constant_like(var, momentum_, "momentum"),
-                                    use_nesterov_, "SparseApplyMomentum")
+                                    use_nesterov_, "SparseApplyMomentum", use_locking())
       .op();
 }
 

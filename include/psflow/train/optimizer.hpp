@@ -132,9 +132,15 @@ class Optimizer {
   std::vector<Variable> variables(const Graph& graph) const;
 
   const std::string& name() const noexcept { return name_; }
+  // Every optimizer's last constructor argument, default true: each update holds its variable's
+  // (and slots') locks, so concurrent updates from many workers are exact. false is TF1's
+  // default, lock-free (Hogwild) updates: updates of a variable run at once and may overwrite
+  // one another (runtime/resource_manager.hpp, VariableResource::LockFreeWriter). Dynamic
+  // tables are always updated under their stripes' locks, exact either way.
+  bool use_locking() const noexcept { return use_locking_; }
 
  protected:
-  explicit Optimizer(std::string name);
+  explicit Optimizer(std::string name, bool use_locking = true);
 
   // Hooks for the optimizers, called by apply_gradients in this order (TF's _create_slots,
   // _apply_dense and _finish):
@@ -217,6 +223,7 @@ class Optimizer {
   static VarKey key_of(const Variable& var) { return {var.graph().uid(), var.name()}; }
 
   std::string name_;
+  bool use_locking_ = true;
   std::map<std::string, std::map<VarKey, Variable>> slots_;  // slot name -> variable -> slot
   std::map<VarKey, Variable> non_slot_;                      // (graph, name) -> variable
 };
@@ -300,7 +307,8 @@ PSFLOW_DECL Output LearningRate::for_variable(const Variable& var, std::string_v
   return ops::cast(tensor_, var.dtype());
 }
 
-PSFLOW_DECL Optimizer::Optimizer(std::string name) : name_(std::move(name)) {
+PSFLOW_DECL Optimizer::Optimizer(std::string name, bool use_locking)
+    : name_(std::move(name)), use_locking_(use_locking) {
   if (name_.empty()) throw InvalidArgument("Optimizer: the name must not be empty");
 }
 

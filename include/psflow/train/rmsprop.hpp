@@ -29,8 +29,8 @@ class RMSPropOptimizer : public Optimizer {
   // name.
   explicit RMSPropOptimizer(LearningRate learning_rate, double decay = 0.9, double momentum = 0.0,
                             double epsilon = 1e-10, bool centered = false,
-                            std::string name = "RMSProp")
-      : Optimizer(std::move(name)),
+                            std::string name = "RMSProp", bool use_locking = true)
+      : Optimizer(std::move(name), use_locking),
         learning_rate_(std::move(learning_rate)),
         decay_(decay),
         momentum_(momentum),
@@ -72,13 +72,13 @@ Operation RMSPropOptimizer::apply_dense(Output grad, const Variable& var) {
                var.ref(), slot(var, "mg").ref(), slot(var, "rms").ref(),
                slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var),
                constant_like(var, decay_, "decay"), constant_like(var, momentum_, "momentum"),
-               constant_like(var, epsilon_, "epsilon"), grad, "ApplyCenteredRMSProp")
+               constant_like(var, epsilon_, "epsilon"), grad, "ApplyCenteredRMSProp", use_locking())
         .op();
-  return ops::apply_rms_prop(var.ref(), slot(var, "rms").ref(), slot(var, "momentum").ref(),
-                             learning_rate_for(learning_rate_, var),
-                             constant_like(var, decay_, "decay"),
-                             constant_like(var, momentum_, "momentum"),
-                             constant_like(var, epsilon_, "epsilon"), grad, "ApplyRMSProp")
+  return ops::apply_rms_prop(
+             var.ref(), slot(var, "rms").ref(), slot(var, "momentum").ref(),
+             learning_rate_for(learning_rate_, var), constant_like(var, decay_, "decay"),
+             constant_like(var, momentum_, "momentum"), constant_like(var, epsilon_, "epsilon"),
+             grad, "ApplyRMSProp", use_locking())
       .op();
 }
 
@@ -90,13 +90,13 @@ Operation RMSPropOptimizer::apply_sparse(const IndexedSlices& grad, const Variab
                slot(var, "momentum").ref(), learning_rate_for(learning_rate_, var),
                constant_like(var, decay_, "decay"), constant_like(var, momentum_, "momentum"),
                constant_like(var, epsilon_, "epsilon"), rows.values, rows.indices,
-               "SparseApplyCenteredRMSProp")
+               "SparseApplyCenteredRMSProp", use_locking())
         .op();
   return ops::sparse_apply_rms_prop(
              var.ref(), slot(var, "rms").ref(), slot(var, "momentum").ref(),
              learning_rate_for(learning_rate_, var), constant_like(var, decay_, "decay"),
              constant_like(var, momentum_, "momentum"), constant_like(var, epsilon_, "epsilon"),
-             rows.values, rows.indices, "SparseApplyRMSProp")
+             rows.values, rows.indices, "SparseApplyRMSProp", use_locking())
       .op();
 }
 

@@ -168,7 +168,7 @@ class ScatterKernel : public OpKernel {
     const Tensor& indices = ctx.input(1);
     const Tensor& updates = ctx.input(2);
     const std::string what = "variable '" + var.name() + "'";
-    var.update([&](const Tensor& current, Tensor& result) {
+    auto scatter = [&](const Tensor& current, Tensor& result) {
       // Everything is checked before the first row changes: nothing is half-applied.
       if (current.rank() == 0)
         throw InvalidArgument(what + ": the variable must have rows, got " + current.summary());
@@ -204,7 +204,11 @@ class ScatterKernel : public OpKernel {
         visit_dtype(current.dtype(), apply);
       else
         visit_numeric_dtype(current.dtype(), type_, apply);
-    });
+    };
+    if (detail::uses_locking(ctx.node()))
+      var.update(scatter);
+    else
+      var.update_lock_free(scatter);
     ctx.set_output_ref(0, &var);
   }
 

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,12 +30,17 @@ namespace psflow {
 
 namespace detail {
 
-// Runs fn(current, target) with the locks of all `vars` held, taken in array order; current[i]
-// is variable i's value and target[i] the tensor its new value must be written into (the same
-// buffer when it can be updated in place). Throws InvalidArgument when a variable appears twice.
+// Runs fn(current, target) for the update of `vars` by the Apply op of `ctx`; current[i] is
+// variable i's value and target[i] the tensor its new value must be written into. With the op's
+// use_locking attr true (the default), the locks of all `vars` are held, taken in array order,
+// and target is the same buffer as current when it can be updated in place. With use_locking
+// false, no lock is held while fn runs and target is current, the buffer other lock-free
+// writers update too (VariableResource::LockFreeWriter). Throws InvalidArgument when a variable
+// appears twice.
 template <std::size_t N, class Fn>
-void update_variables_together(const std::string& op, const std::array<VariableResource*, N>& vars,
-                               Fn&& fn) {
+void update_variables_together(const OpKernelContext& ctx,
+                               const std::array<VariableResource*, N>& vars, Fn&& fn) {
+  const std::string& op = ctx.node().type;
   for (std::size_t i = 0; i < N; ++i)
     for (std::size_t j = i + 1; j < N; ++j)
       if (vars[i] == vars[j])
@@ -42,6 +48,15 @@ void update_variables_together(const std::string& op, const std::array<VariableR
                               "' is passed twice; the variable and each slot must be distinct");
   std::array<const Tensor*, N> current{};
   std::array<Tensor*, N> target{};
+  if (!uses_locking(ctx.node())) {
+    std::array<std::optional<VariableResource::LockFreeWriter>, N> writers;
+    for (std::size_t i = 0; i < N; ++i) {
+      writers[i].emplace(*vars[i]);
+      current[i] = target[i] = &writers[i]->buffer();
+    }
+    fn(current, target);
+    return;
+  }
   auto step = [&](auto& self, std::size_t i) -> void {
     if (i == N) {
       fn(current, target);
@@ -90,7 +105,7 @@ class ApplyGradientDescentKernel : public OpKernel {
     const Tensor& alpha = ctx.input(1);
     const Tensor& delta = ctx.input(2);
     const std::string& op = ctx.node().type;
-    update_variables_together<1>(op, {&var}, [&](const auto& cur, const auto& out) {
+    update_variables_together<1>(ctx, {&var}, [&](const auto& cur, const auto& out) {
       const Tensor& value = *cur[0];
       check_like_variable(op, var, value, delta, "the gradient");
       visit_floating_dtype(value.dtype(), op, [&](auto tag) {
@@ -118,7 +133,7 @@ class ApplyMomentumKernel : public OpKernel {
     const Tensor& grad = ctx.input(3);
     const Tensor& momentum_in = ctx.input(4);
     const std::string& op = ctx.node().type;
-    update_variables_together<2>(op, {&var, &accum}, [&](const auto& cur, const auto& out) {
+    update_variables_together<2>(ctx, {&var, &accum}, [&](const auto& cur, const auto& out) {
       const Tensor& value = *cur[0];
       check_like_variable(op, var, value, *cur[1], "accumulator '" + accum.name() + "'");
       check_like_variable(op, var, value, grad, "the gradient");
@@ -163,7 +178,7 @@ class ApplyAdagradKernel : public OpKernel {
     const Tensor& lr_in = ctx.input(2);
     const Tensor& grad = ctx.input(3);
     const std::string& op = ctx.node().type;
-    update_variables_together<2>(op, {&var, &accum}, [&](const auto& cur, const auto& out) {
+    update_variables_together<2>(ctx, {&var, &accum}, [&](const auto& cur, const auto& out) {
       const Tensor& value = *cur[0];
       check_like_variable(op, var, value, *cur[1], "accumulator '" + accum.name() + "'");
       check_like_variable(op, var, value, grad, "the gradient");
@@ -203,7 +218,7 @@ class ApplyAdamKernel : public OpKernel {
     const Tensor& epsilon_in = ctx.input(8);
     const Tensor& grad = ctx.input(9);
     const std::string& op = ctx.node().type;
-    update_variables_together<3>(op, {&var, &m, &v}, [&](const auto& cur, const auto& out) {
+    update_variables_together<3>(ctx, {&var, &m, &v}, [&](const auto& cur, const auto& out) {
       const Tensor& value = *cur[0];
       check_like_variable(op, var, value, *cur[1], "slot 'm' ('" + m.name() + "')");
       check_like_variable(op, var, value, *cur[2], "slot 'v' ('" + v.name() + "')");
@@ -274,7 +289,7 @@ class ApplyFtrlKernel : public OpKernel {
     const Tensor& l2_in = ctx.input(6);
     const Tensor& power_in = ctx.input(7);
     update_variables_together<3>(
-        op, {&var, &accum, &linear}, [&](const auto& cur, const auto& out) {
+        ctx, {&var, &accum, &linear}, [&](const auto& cur, const auto& out) {
           const Tensor& value = *cur[0];
           check_like_variable(op, var, value, *cur[1], "accumulator '" + accum.name() + "'");
           check_like_variable(op, var, value, *cur[2], "linear slot '" + linear.name() + "'");
@@ -360,7 +375,7 @@ void sparse_update(OpKernelContext& ctx, const std::array<VariableResource*, N>&
   const std::string& op = ctx.node().type;
   const Tensor& grad = ctx.input(grad_input);
   const Tensor& indices = ctx.input(indices_input);
-  update_variables_together<N>(op, vars, [&](const auto& cur, const auto& out) {
+  update_variables_together<N>(ctx, vars, [&](const auto& cur, const auto& out) {
     const SparseRows rows = check_sparse_update<N>(op, vars, cur, grad, indices);
     visit_floating_dtype(cur[0]->dtype(), op, [&](auto tag) {
       carry_over<N>(cur, out);
@@ -509,7 +524,7 @@ void dense_update(OpKernelContext& ctx, const std::array<VariableResource*, N>& 
                   int grad_input, Fn&& fn) {
   const std::string& op = ctx.node().type;
   const Tensor& grad = ctx.input(grad_input);
-  update_variables_together<N>(op, vars, [&](const auto& cur, const auto& out) {
+  update_variables_together<N>(ctx, vars, [&](const auto& cur, const auto& out) {
     const Tensor& value = *cur[0];
     for (std::size_t i = 1; i < N; ++i)
       check_like_variable(op, *vars[0], value, *cur[i], "slot '" + vars[i]->name() + "'");
