@@ -4,8 +4,9 @@
 //
 // Layout. The keys are spread over kStripes stripes by a fixed hash; each stripe has its own
 // mutex, an open-addressing index (key -> row number, linear probing, at most 3/4 full) and its
-// rows in chunks of kChunkRows that never move when the stripe grows. A row holds its key, the
-// step it was last updated at, when it was last looked up and how often (for eviction), its
+// rows in chunks of kChunkRows that never move when the stripe grows (from the table's
+// ChunkPool: 2 MiB blocks on transparent huge pages, runtime/chunk_pool.hpp). A row holds its key,
+// the step it was last updated at, when it was last looked up and how often (for eviction), its
 // values and then each slot's values, side by side, so evicting a row drops its slots with it.
 //
 // Locking (the one design for sparse state, docs/architecture.md):
@@ -49,6 +50,7 @@
 #include "psflow/core/dtype.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/core/tensor.hpp"
+#include "psflow/runtime/chunk_pool.hpp"
 #include "psflow/runtime/count_min_sketch.hpp"
 
 namespace psflow {
@@ -251,7 +253,7 @@ class DynamicTable {
     std::unique_lock layout(layout_mutex_);
     for (auto& stripe : stripes_) {
       std::lock_guard lock(stripe.mutex);
-      stripe.reset();
+      stripe.reset(*pool_);
     }
     size_.store(0);
     if (sketch_) sketch_->clear();
@@ -331,7 +333,7 @@ class DynamicTable {
     }
     ensure_slots(slots);
     std::unique_lock layout(layout_mutex_);
-    for (auto& stripe : stripes_) stripe.reset();
+    for (auto& stripe : stripes_) stripe.reset(*pool_);
     size_.store(0);
     std::vector<std::size_t> position;
     for (const auto& s : slots) position.push_back(slot_position(s.name));
@@ -372,10 +374,9 @@ class DynamicTable {
     std::size_t bytes = sketch_ ? sketch_->depth() * sketch_->width() * 4 : 0;
     for (const auto& stripe : stripes_) {
       std::lock_guard lock(stripe.mutex);
-      bytes +=
-          stripe.chunks.size() * kChunkRows * stride_ + stripe.index.capacity() * sizeof(Bucket);
+      bytes += stripe.index.capacity() * sizeof(Bucket);
     }
-    return bytes;
+    return bytes + pool_->bytes();
   }
 
   // The fixed 64-bit hash that spreads keys over stripes (and, graph side, over shards).
@@ -402,10 +403,10 @@ class DynamicTable {
     mutable std::mutex mutex;
     std::vector<Bucket> index;
     std::size_t rows = 0;
-    std::vector<std::unique_ptr<std::byte[]>> chunks;
+    std::vector<std::byte*> chunks;  // from the table's pool_
 
     std::byte* row(std::size_t r, std::size_t stride) const {
-      return chunks[r / kChunkRows].get() + (r % kChunkRows) * stride;
+      return chunks[r / kChunkRows] + (r % kChunkRows) * stride;
     }
     RowMeta& meta(std::size_t r, std::size_t stride) const {
       return *reinterpret_cast<RowMeta*>(row(r, stride));
@@ -460,9 +461,10 @@ class DynamicTable {
       }
       index[hole].row = 0;
     }
-    void reset() {
+    void reset(ChunkPool& pool) {
       index.clear();
       index.shrink_to_fit();
+      for (std::byte* chunk : chunks) pool.release(chunk);
       chunks.clear();
       rows = 0;
     }
@@ -521,7 +523,7 @@ class DynamicTable {
   std::size_t append_row(Stripe& stripe, std::int64_t key) {
     const std::size_t row = stripe.rows;
     if (row / kChunkRows >= stripe.chunks.size())
-      stripe.chunks.emplace_back(new std::byte[kChunkRows * stride_]);  // rows written on use
+      stripe.chunks.push_back(pool_->allocate());  // rows written on use
     stripe.index_insert(key, row);
     ++stripe.rows;
     size_.fetch_add(1, std::memory_order_relaxed);
@@ -555,7 +557,10 @@ class DynamicTable {
     --stripe.rows;
     size_.fetch_sub(1, std::memory_order_relaxed);
     // Keep one spare chunk at most, so memory follows the live rows under eviction.
-    while (stripe.chunks.size() > stripe.rows / kChunkRows + 2) stripe.chunks.pop_back();
+    while (stripe.chunks.size() > stripe.rows / kChunkRows + 2) {
+      pool_->release(stripe.chunks.back());
+      stripe.chunks.pop_back();
+    }
   }
 
   // Evicts down to capacity - capacity / 16; returns how many rows went.
@@ -638,17 +643,15 @@ class DynamicTable {
     if (slots.size() == slots_.size()) return;
     const std::size_t old_stride = stride_;
     const std::size_t old_slots = slots_.size();
-    set_layout_locked(slots);
+    std::unique_ptr<ChunkPool> old_pool = set_layout_locked(slots);  // rows copied out of it
     const std::size_t dim = config_.dim, elem = dtype_size(config_.dtype);
     for (auto& stripe : stripes_) {
       std::lock_guard lock(stripe.mutex);
-      std::vector<std::unique_ptr<std::byte[]>> chunks;
-      for (std::size_t c = 0; c < stripe.chunks.size(); ++c)
-        chunks.push_back(std::make_unique<std::byte[]>(kChunkRows * stride_));
+      std::vector<std::byte*> chunks;
+      for (std::size_t c = 0; c < stripe.chunks.size(); ++c) chunks.push_back(pool_->allocate());
       for (std::size_t row = 0; row < stripe.rows; ++row) {
-        const std::byte* from =
-            stripe.chunks[row / kChunkRows].get() + (row % kChunkRows) * old_stride;
-        std::byte* to = chunks[row / kChunkRows].get() + (row % kChunkRows) * stride_;
+        const std::byte* from = stripe.chunks[row / kChunkRows] + (row % kChunkRows) * old_stride;
+        std::byte* to = chunks[row / kChunkRows] + (row % kChunkRows) * stride_;
         std::memcpy(to, from, old_stride);
         std::byte* values = to + sizeof(RowMeta);
         for (std::size_t s = old_slots; s < slots_.size(); ++s)
@@ -658,11 +661,13 @@ class DynamicTable {
     }
   }
 
-  void set_layout_locked(std::vector<RowSlot> slots) {
+  // Sets the row format and a pool of chunks of its rows; returns the old pool.
+  std::unique_ptr<ChunkPool> set_layout_locked(std::vector<RowSlot> slots) {
     slots_ = std::move(slots);
     const std::size_t bytes =
         sizeof(RowMeta) + (1 + slots_.size()) * config_.dim * dtype_size(config_.dtype);
     stride_ = (bytes + 7) / 8 * 8;
+    return std::exchange(pool_, std::make_unique<ChunkPool>(kChunkRows * stride_));
   }
 
   void fill_constant(std::byte* at, std::size_t n, double value) const {
@@ -678,7 +683,8 @@ class DynamicTable {
   const DynamicTableConfig config_;
   mutable std::shared_mutex layout_mutex_;  // guards slots_ and stride_ (see the file comment)
   std::vector<RowSlot> slots_;
-  std::size_t stride_ = 0;  // bytes per row
+  std::size_t stride_ = 0;           // bytes per row
+  std::unique_ptr<ChunkPool> pool_;  // the rows' chunks, kChunkRows * stride_ bytes each
   std::array<Stripe, kStripes> stripes_;
   std::atomic<std::size_t> size_{0};
   std::atomic<std::uint64_t> tick_{0};
