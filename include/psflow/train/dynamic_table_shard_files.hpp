@@ -236,17 +236,8 @@ class DynamicTableSaveShardKernel : public DynamicTableShardKernel {
     for (std::size_t s = 0; s < slots_.size(); ++s)
       add("-slot-" + slots_[s].name, std::move(rows[5 + s]));
 
-    const std::filesystem::path dir = shard_directory(ctx.device(), path);
-    std::error_code ec;
-    if (!ctx.device().checkpoint_dir().empty()) std::filesystem::create_directories(dir, ec);
-    write_checkpoint_entries((dir / shard_file_name(stem, shard_, num_shards_)).string(), entries);
-    if (!doomed.empty()) {  // this task's files of checkpoints no longer kept, any shard count
-      std::vector<std::filesystem::path> files;
-      for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-        for (const auto& old : doomed)
-          if (is_shard_file_of(it->path().filename().string(), old)) files.push_back(it->path());
-      for (const auto& f : files) std::filesystem::remove(f, ec);
-    }
+    write_shard_file(ctx.device(), path, shard_file_name(stem, shard_, num_shards_), entries,
+                     doomed);
     ctx.set_output(0, Tensor(bytes));
   }
 };
@@ -275,13 +266,10 @@ class DynamicTableCheckShardKernel : public DynamicTableShardKernel {
                        "this task reads (its --checkpoint_dir, ServerOptions::checkpoint_dir), "
                        "or restore with the same ps count and shard count as the save");
     }
-    CheckpointEntries all;
+    std::vector<std::string> files;
+    for (const auto& [file, task] : wanted) files.push_back(file);
     std::int64_t bytes = 0;
-    for (const auto& [file, task] : wanted)
-      for (auto& e : read_checkpoint_entries((dir / file).string())) {
-        bytes += static_cast<std::int64_t>(e.tensor.nbytes());
-        all.push_back(std::move(e));
-      }
+    const CheckpointEntries all = read_shard_files(dir, files, bytes);
     const auto& config = table_->config();
     std::vector<psflow::detail::DynamicSlot> slots;
     for (const auto& s : slots_) slots.push_back({s.name, s.initial});

@@ -272,6 +272,37 @@ PSFLOW_DECL std::filesystem::path shard_directory(const Device& device,
   return parent_directory(checkpoint_path);
 }
 
+// Writes `entries` as file `file` of the task's shard directory (made when it is the task's own
+// checkpoint_dir), then deletes this task's files of the checkpoints no longer kept: those named
+// "<stem>-NNNNN-of-NNNNN.psflow" for a stem of `doomed`, whatever shard count wrote them.
+PSFLOW_DECL void write_shard_file(const Device& device, const std::string& checkpoint_path,
+                                  const std::string& file, const CheckpointEntries& entries,
+                                  const std::vector<std::string>& doomed) {
+  const std::filesystem::path dir = shard_directory(device, checkpoint_path);
+  std::error_code ec;
+  if (!device.checkpoint_dir().empty()) std::filesystem::create_directories(dir, ec);
+  write_checkpoint_entries((dir / file).string(), entries);
+  if (doomed.empty()) return;
+  std::vector<std::filesystem::path> files;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    for (const auto& old : doomed)
+      if (is_shard_file_of(it->path().filename().string(), old)) files.push_back(it->path());
+  for (const auto& f : files) std::filesystem::remove(f, ec);
+}
+
+// Every entry of files `files` of directory `dir`, adding their bytes to `bytes`.
+PSFLOW_DECL CheckpointEntries read_shard_files(const std::filesystem::path& dir,
+                                               const std::vector<std::string>& files,
+                                               std::int64_t& bytes) {
+  CheckpointEntries all;
+  for (const auto& file : files)
+    for (auto& e : read_checkpoint_entries((dir / file).string())) {
+      bytes += static_cast<std::int64_t>(e.tensor.nbytes());
+      all.push_back(std::move(e));
+    }
+  return all;
+}
+
 // What CheckShard read and cut, waiting for RestoreShard on the same task.
 struct StagedShardRestore {
   std::mutex mutex;
@@ -333,22 +364,9 @@ class SaveShardKernel : public ShardKernelBase {
       bytes += static_cast<std::int64_t>(value.nbytes());
       records.push_back({e.key, std::move(value), e.slice});
     }
-    const std::filesystem::path dir = shard_directory(ctx.device(), path);
-    if (!ctx.device().checkpoint_dir().empty()) {  // this task's own directory: make it
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-    }
     const std::string name = std::filesystem::path(path).filename().string();
-    write_checkpoint_entries((dir / shard_file_name(name, shard_, num_shards_)).string(), records);
-    // This task's files of checkpoints no longer kept, whatever shard count wrote them.
-    if (!doomed.empty()) {
-      std::error_code ec;
-      std::vector<std::filesystem::path> files;
-      for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-        for (const auto& old : doomed)
-          if (is_shard_file_of(it->path().filename().string(), old)) files.push_back(it->path());
-      for (const auto& f : files) std::filesystem::remove(f, ec);
-    }
+    write_shard_file(ctx.device(), path, shard_file_name(name, shard_, num_shards_), records,
+                     doomed);
     ctx.set_output(0, Tensor(bytes));
   }
 };
@@ -386,15 +404,10 @@ class CheckShardKernel : public ShardKernelBase {
             "reads (its --checkpoint_dir, ServerOptions::checkpoint_dir), or restore with the "
             "same ps count and placement as the save so each task reads the shard it wrote");
     }
-    CheckpointEntries all;
+    std::vector<std::string> files;
+    for (const auto& w : wanted) files.push_back(w.file);
     std::int64_t bytes = 0;
-    for (const auto& w : wanted) {
-      CheckpointEntries part = read_checkpoint_entries((dir / w.file).string());
-      for (auto& e : part) {
-        bytes += static_cast<std::int64_t>(e.tensor.nbytes());
-        all.push_back(std::move(e));
-      }
-    }
+    const CheckpointEntries all = read_shard_files(dir, files, bytes);
     const CheckpointIndex index(all);
     std::vector<Tensor> blocks;
     for (const auto& e : entries_) {
