@@ -4,6 +4,7 @@
 // restored into another shard count id by id (slots included), the bad-input errors, and a
 // table on two real ps processes.
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -395,6 +396,16 @@ TEST_CASE("a table on two ps processes: lookups, training and sizes per shard") 
   CHECK(sizes.data<std::int64_t>()[1] > 0);
   const Tensor after = sess.run({rows}, {{ids, keys_of(keys)}})[0];
   for (float v : after.values<float>()) CHECK(v == 0.75f);
+
+  // A ps holding a shard dies: the lookup is Unavailable naming it, as for any variable.
+  cluster.ps[1]->kill(SIGKILL);
+  REQUIRE(cluster.ps[1]->wait_for(std::chrono::seconds(10)));
+  try {
+    sess.run({rows}, {{ids, keys_of(keys)}});
+    FAIL("a lookup with a shard's ps dead must fail");
+  } catch (const Unavailable& e) {
+    CHECK_THAT(e.what(), Contains("/job:ps/replica:0/task:1"));
+  }
   worker.stop_job("ps", std::chrono::seconds(2));
 }
 
