@@ -85,7 +85,7 @@ struct ShardedDynamicTable {
 // The sharded Saver's ops of one table shard (see the file comment); build them when the Saver
 // is built. `request` is the placeholder every op reads.
 struct DynamicTableShardOps {
-  std::string table;
+  DynamicEmbedding table;
   std::size_t shard = 0, num_shards = 1;
   std::string task;  // the device of the shard, e.g. "/job:ps/task:1"
   Output request, save, check, restore;
@@ -339,8 +339,8 @@ PSFLOW_DECL DynamicTableShardOps dynamic_table_shard_ops(const DynamicEmbedding&
                                                          std::size_t shard) {
   const Variable& var = table.shards().at(shard);
   DynamicTableShardOps ops{
-      table.name(), shard, table.num_shards(), DeviceSpec::parse(var.device()).to_string(), {}, {},
-      {},           {}};
+      table, shard, table.num_shards(), DeviceSpec::parse(var.device()).to_string(), {}, {},
+      {},    {}};
   if (ops.task.empty()) ops.task = "(the chief)";
   auto colocated = var.graph().colocate_with(var.op());
   ops.request = psflow::ops::placeholder(var.graph(), DType::int32, {-1}, "table_shard_request");

@@ -497,19 +497,23 @@ PSFLOW_DECL std::string Saver::save(Session& sess, std::string_view prefix,
       feeds.emplace_back(group.request, request_tensor);
       saves.push_back(group.save);
     }
-    std::map<std::string, detail::ShardedDynamicTable> tables;
+    std::vector<detail::ShardedDynamicTable>
+        tables;  // table_shards_ lists a table's shards in order
     for (const auto& shard : table_shards_) {
+      const std::string table = shard.table.name();
       std::string table_request;
       detail::put_field(table_request, path);
-      const std::string stem = detail::checkpoint_table_stem(name, shard.table);
+      const std::string stem = detail::checkpoint_table_stem(name, table);
       detail::put_field(table_request, stem);
       for (const auto& old : doomed)
-        detail::put_field(table_request, detail::checkpoint_table_stem(old, shard.table));
+        detail::put_field(table_request, detail::checkpoint_table_stem(old, table));
       feeds.emplace_back(shard.request, detail::string_tensor(table_request));
       saves.push_back(shard.save);
-      auto& saved = tables[shard.table];
-      saved.files.push_back(shard_file_name(stem, shard.shard, shard.num_shards));
-      saved.tasks.push_back(shard.task);
+      if (shard.shard == 0)
+        tables.push_back(
+            {table, shard.table.dtype(), static_cast<std::size_t>(shard.table.dim()), {}, {}});
+      tables.back().files.push_back(shard_file_name(stem, shard.shard, shard.num_shards));
+      tables.back().tasks.push_back(shard.task);
     }
     sess.run(saves, feeds);
     ShardedIndex index;
@@ -518,17 +522,7 @@ PSFLOW_DECL std::string Saver::save(Session& sess, std::string_view prefix,
           {shard_file_name(name, s, shards_.size()), shards_[s].task, shards_[s].entries});
     index.records =
         detail::partition_layout_entries(detail::graph_partition_layouts(*graph_, variables_));
-    if (!tables.empty()) {
-      std::vector<detail::ShardedDynamicTable> saved;
-      for (const auto& table : dynamic_embeddings(*graph_)) {
-        auto& t = tables.at(table.name());
-        t.name = table.name();
-        t.dtype = table.dtype();
-        t.dim = static_cast<std::size_t>(table.dim());
-        saved.push_back(std::move(t));
-      }
-      index.records.push_back(detail::dynamic_tables_record(saved));
-    }
+    if (!tables.empty()) index.records.push_back(detail::dynamic_tables_record(tables));
     write_sharded_index(sharded_index_path(path), index);
   } else {
     std::vector<Output> values;
@@ -716,18 +710,16 @@ PSFLOW_DECL void Saver::restore_sharded(Session& sess, const std::string& path,
   // Each table shard reads the saved shards that can hold its keys: its own when the shard
   // count is the same, else all of them. Dtype and dim are checked here, before any task reads.
   const auto saved_tables = detail::read_dynamic_tables_record(index.records, file);
-  std::map<std::string, DynamicEmbedding> graph_tables;
-  for (const auto& table : dynamic_embeddings(*graph_)) graph_tables.emplace(table.name(), table);
   for (const auto& shard : table_shards_) {
+    const DynamicEmbedding& table = shard.table;
     const auto saved = std::find_if(saved_tables.begin(), saved_tables.end(),
-                                    [&](const auto& t) { return t.name == shard.table; });
+                                    [&](const auto& t) { return t.name == table.name(); });
     if (saved == saved_tables.end())
-      throw NotFound("checkpoint '" + file + "' has no dynamic table '" + shard.table +
+      throw NotFound("checkpoint '" + file + "' has no dynamic table '" + table.name() +
                      "': restore a checkpoint saved from this model");
-    const DynamicEmbedding& table = graph_tables.at(shard.table);
     if (saved->dtype != table.dtype() || saved->dim != static_cast<std::size_t>(table.dim()))
       throw InvalidArgument(
-          "checkpoint '" + file + "' holds dynamic table '" + shard.table + "' as " +
+          "checkpoint '" + file + "' holds dynamic table '" + table.name() + "' as " +
           std::string(dtype_name(saved->dtype)) + " rows of dim " + std::to_string(saved->dim) +
           ", the graph declares " + std::string(dtype_name(table.dtype())) + " rows of dim " +
           std::to_string(table.dim()) + ": restore a checkpoint saved from this model");
