@@ -1,6 +1,7 @@
 // DeadlineTimer: callbacks run on the timer's thread, not before their deadline and in deadline
 // order; cancel() stops a callback that has not started and says whether it did; the
 // destructor joins without running what is still scheduled.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -162,4 +163,41 @@ TEST_CASE("schedules and cancels from many threads: exactly the uncancelled call
   for (std::size_t n = 0; n < runs.size(); ++n) wrong += runs[n] != (cancelled[n] ? 0 : 1);
   CHECK(wrong == 0);
   CHECK(total == expected);
+}
+
+TEST_CASE("cancel_and_wait withdraws a pending callback, or returns only after a running one") {
+  DeadlineTimer timer;
+  SECTION("pending") {
+    std::atomic<bool> ran{false};
+    const auto id = timer.schedule(Clock::now() + 1h, [&ran] { ran = true; });
+    timer.cancel_and_wait(id);
+    CHECK_FALSE(ran.load());
+  }
+  SECTION("running") {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool started = false, release = false, returned = false;
+    const auto id = timer.schedule(Clock::now(), [&] {
+      std::unique_lock lock(mutex);
+      started = true;
+      changed.notify_all();
+      changed.wait_for(lock, 10s, [&] { return release; });
+      returned = true;
+    });
+    {
+      std::unique_lock lock(mutex);
+      REQUIRE(changed.wait_for(lock, 10s, [&] { return started; }));
+    }
+    std::thread releaser([&] {
+      std::lock_guard lock(mutex);
+      release = true;
+      changed.notify_all();
+    });
+    timer.cancel_and_wait(id);
+    {
+      std::lock_guard lock(mutex);
+      CHECK(returned);  // the callback had finished when cancel_and_wait returned
+    }
+    releaser.join();
+  }
 }

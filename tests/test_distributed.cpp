@@ -16,6 +16,7 @@
 #include "psflow/distributed/server_core.hpp"
 #include "psflow/psflow.hpp"
 #include "support/demo_command.hpp"
+#include "support/error_message.hpp"
 #include "support/local_cluster.hpp"
 #include "support/wire_bytes.hpp"
 
@@ -292,6 +293,36 @@ TEST_CASE("an error on the ps reaches the worker typed, naming the task and the 
   CHECK_THROWS_WITH(sess.run({misplaced}),
                     Catch::Contains("misplaced") && Catch::Contains("/job:ps/task:5") &&
                         Catch::Contains("/job:ps/replica:0/task:0/device:CPU:0"));
+  worker.stop_job("ps");
+}
+
+TEST_CASE(
+    "a step over RunOptions::timeout_in_ms fails DeadlineExceeded and is cancelled on the ps") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  Graph g;
+  Output dequeue;
+  Operation put;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    dequeue = ops::token_queue_dequeue(g, "tokens", /*timeout_ms=*/0);  // waits forever
+    put = ops::token_queue_enqueue_many(ops::constant(g, Tensor::from_vector<std::int64_t>({7, 8})),
+                                        "tokens");
+  }
+  Session sess(g, worker.target());
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const auto started = std::chrono::steady_clock::now();
+    CHECK_THAT(psflow::testing::deadline_exceeded_message(
+                   [&] { sess.run(RunOptions{.timeout_in_ms = 200}, {dequeue}, {}, {}, nullptr); }),
+               Catch::Contains("timeout_in_ms = 200"));
+    CHECK(std::chrono::steady_clock::now() - started < 10s);
+  }
+  // Had a cancelled dequeue still waited on the ps, it would have taken a token: both go to
+  // the dequeues that come next, in order.
+  sess.run(put);
+  CHECK(sess.run(RunOptions{.timeout_in_ms = 10000}, {dequeue}, {}, {}, nullptr)[0]
+            .scalar<std::int64_t>() == 7);
+  CHECK(sess.run({dequeue})[0].scalar<std::int64_t>() == 8);
   worker.stop_job("ps");
 }
 

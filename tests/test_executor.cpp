@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -426,6 +427,26 @@ TEST_CASE("a step waiting in an asynchronous kernel ends with the status of a ca
              Catch::Contains("stop now") && Catch::Contains("T_Wait 'wait'"));
   CHECK(recorder().runs_of("after") == 0);
   CHECK(run->rendezvous.aborted());  // the error aborted the step's rendezvous too
+}
+
+TEST_CASE("a step cancelled from outside starts no further op and ends with the cancel's status") {
+  recorder().reset();
+  Graph g;
+  Output first = node(g, "T_Value", "first");
+  Output second = node(g, "T_Value", "second", {first});
+  const auto executor = make_executor(g, {second});
+  auto run = std::make_shared<StepRun>();
+  run->step.rendezvous = &run->rendezvous;
+  run->step.cancellation = &run->cancellation;
+  run->cancellation.cancel(Status(ErrorCode::deadline_exceeded, "out of time"));
+  std::promise<Status> result;
+  executor->run_async(run->step, {}, nullptr,
+                      [&result](Status s, std::vector<Tensor>) { result.set_value(s); });
+  const Status status = result.get_future().get();  // no pool: done before run_async returns
+  CHECK(status.code() == ErrorCode::deadline_exceeded);
+  CHECK_THAT(status.message(), Catch::Contains("out of time"));
+  CHECK(recorder().runs_of("first") == 0);
+  CHECK(recorder().runs_of("second") == 0);
 }
 
 TEST_CASE(

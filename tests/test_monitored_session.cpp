@@ -9,6 +9,7 @@
 
 #include "psflow/psflow.hpp"
 #include "psflow/train/global_step.hpp"
+#include "support/error_message.hpp"
 #include "support/local_cluster.hpp"
 
 using namespace psflow;
@@ -131,6 +132,30 @@ TEST_CASE("a non-chief started before the chief waits, then trains") {
   non_chief.join();
   CHECK(non_chief_ready.load());
   CHECK(seen_by_non_chief >= 1);
+  w0.stop_job("ps");
+}
+
+TEST_CASE("run_timeout_in_ms bounds every run whose RunOptions leave the timeout unset") {
+  PsCluster cluster(1);
+  Server w0(cluster.spec(), "worker", 0, cluster.quiet());
+  CounterModel m0(cluster.spec(), 0);
+  Output stuck;
+  {
+    auto on_ps = m0.g.device("/job:ps/task:0");
+    stuck = ops::token_queue_dequeue(m0.g, "never_filled", /*timeout_ms=*/0);
+  }
+  auto options = mts_options(w0, true, 10);
+  options.run_timeout_in_ms = 200;
+  train::MonitoredTrainingSession mts(m0.g, options);
+  CHECK_THAT(psflow::testing::deadline_exceeded_message([&] { mts.run({stuck}); }),
+             Catch::Contains("timeout_in_ms = 200"));
+  // A run's own timeout wins over the default.
+  CHECK_THAT(psflow::testing::deadline_exceeded_message(
+                 [&] { mts.run(RunOptions{.timeout_in_ms = 150}, {stuck}, {}, {}, nullptr); }),
+             Catch::Contains("timeout_in_ms = 150"));
+  mts.run(m0.train_op);  // the session keeps working
+  CHECK(mts.raw_session().run({m0.w.value()})[0].data<float>()[0] == 1.0f);
+  mts.close();
   w0.stop_job("ps");
 }
 

@@ -2,11 +2,14 @@
 // randomized parallel-execution check against a reference evaluation.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <thread>
 
+#include "psflow/graph/sync_ops.hpp"
 #include "psflow/runtime.hpp"
+#include "support/error_message.hpp"
 
 using namespace psflow;
 
@@ -20,6 +23,19 @@ inline const bool test_ops_registered = [] {
     void compute(OpKernelContext&) override { throw DataLoss("the test kernel failed on purpose"); }
   };
   KernelRegistry::global().add<FailKernel>("TestFail");
+  // A long computation that, like a well-behaved long op, polls its step's cancellation and
+  // returns early (successfully) once the step is cancelled; bounded at 10 s.
+  OpRegistry::global().add(OpDef{"TestPollCancel", 1, {}, true, detail::same_as_input});
+  struct PollCancelKernel : OpKernel {
+    explicit PollCancelKernel(const OpKernelConstruction&) {}
+    void compute(OpKernelContext& ctx) override {
+      const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!ctx.step().cancellation->cancelled() && std::chrono::steady_clock::now() < limit)
+        std::this_thread::yield();
+      ctx.set_output(0, ctx.input(0));
+    }
+  };
+  KernelRegistry::global().add<PollCancelKernel>("TestPollCancel");
   return true;
 }();
 
@@ -166,6 +182,39 @@ TEST_CASE("a failing kernel's error reaches the caller typed, and the session ke
   // Integer division by zero is a typed error too.
   Output zero = ops::constant(g, Tensor(std::int32_t{0}));
   CHECK_THROWS_AS(sess.run({ops::constant(g, Tensor(std::int32_t{1})) / zero}), InvalidArgument);
+}
+
+TEST_CASE("RunOptions::timeout_in_ms ends a waiting step with DeadlineExceeded and withdraws it") {
+  Graph g;
+  Output dequeue = ops::token_queue_dequeue(g, "tokens", /*timeout_ms=*/0);  // waits forever
+  Operation put = ops::token_queue_enqueue_many(
+      ops::constant(g, Tensor::from_vector<std::int64_t>({7})), "tokens");
+  Session sess(g);
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THAT(psflow::testing::deadline_exceeded_message(
+                 [&] { sess.run(RunOptions{.timeout_in_ms = 100}, {dequeue}, {}, {}, nullptr); }),
+             Catch::Contains("timeout_in_ms = 100"));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+  // The cancelled dequeue no longer waits: the next token goes to the next dequeue.
+  sess.run(put);
+  CHECK(sess.run(RunOptions{.timeout_in_ms = 10000}, {dequeue}, {}, {}, nullptr)[0]
+            .scalar<std::int64_t>() == 7);
+  CHECK_THROWS_AS(sess.run(RunOptions{.timeout_in_ms = -1}, {dequeue}, {}, {}, nullptr),
+                  InvalidArgument);
+}
+
+TEST_CASE("a step over its timeout starts no op after the one computing at the deadline") {
+  Graph g;
+  auto count = get_variable(g, "count", {}, zeros_initializer());
+  Output slow =
+      detail::build_op("TestPollCancel", {ops::constant(g, Tensor(1.0f))}, {}, "", "TestPollCancel")
+          .output(0);
+  Output after = count.assign_add(slow);
+  Session sess(g);
+  sess.run(count.initializer());
+  CHECK_THROWS_AS(sess.run(RunOptions{.timeout_in_ms = 50}, {after}, {}, {}, nullptr),
+                  DeadlineExceeded);
+  CHECK(sess.run({count.value()})[0].scalar<float>() == 0.0f);
 }
 
 TEST_CASE("a closed session refuses to run") {

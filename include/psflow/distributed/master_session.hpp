@@ -6,7 +6,8 @@
 // run_graph request each) and waits for all. The first error anywhere aborts the step on every
 // task, so no task is left waiting, and reaches the caller typed, naming the task.
 //
-// Only the tasks the graph uses are contacted.
+// Only the tasks the graph uses are contacted. RunOptions::timeout_in_ms bounds a step: at the
+// deadline it fails DeadlineExceeded and is aborted on every task like any other failure.
 //
 // A traced run (RunOptions::trace) asks every partition for its statistics: remote tasks
 // return theirs in the run_graph reply with their own receive and reply times, from which the
@@ -33,6 +34,7 @@
 #include "psflow/runtime/partition.hpp"
 #include "psflow/runtime/placer.hpp"
 #include "psflow/runtime/session.hpp"
+#include "psflow/runtime/step_deadline.hpp"
 
 namespace psflow {
 
@@ -73,7 +75,7 @@ class MasterSession : public SessionImpl {
   // One step: every partition at once; the first error aborts it everywhere and is thrown.
   // With `metadata`, the step is traced on every task and the statistics gathered there.
   std::vector<Tensor> run_step(const StepPlan& plan, std::vector<Tensor> feeds,
-                               RunMetadata* metadata);
+                               const RunOptions& options, RunMetadata* metadata);
   // Best effort, over connections that are open now: a task we are not connected to has
   // stopped or restarted (its registered graphs went with the old process), and reconnecting
   // would hold a closing session for the whole connect timeout.
@@ -117,7 +119,7 @@ inline std::vector<Tensor> MasterSession::run(const std::vector<Output>& fetches
   if (metadata) metadata->clear();
   try {
     return caller_owned(
-        run_step(*plan, std::move(feed_values), options.trace ? metadata : nullptr));
+        run_step(*plan, std::move(feed_values), options, options.trace ? metadata : nullptr));
   } catch (const Error& e) {
     // A task that restarted or went away invalidates what we registered: register again next
     // time.
@@ -194,6 +196,7 @@ inline std::shared_ptr<MasterSession::StepPlan> MasterSession::plan_for(
 }
 
 inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::vector<Tensor> feeds,
+                                                   const RunOptions& options,
                                                    RunMetadata* metadata) {
   struct Join {
     std::mutex mutex;
@@ -240,6 +243,17 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
                                              error.message()}));
     }
   };
+  // RunOptions::timeout_in_ms: the deadline fails the step like any first error, so it is
+  // aborted on every task. Destroyed before this function returns (waiting for a cancellation
+  // in progress), so `fail` may reference the plan and this session.
+  const StepDeadline deadline(options.timeout_in_ms, fail);
+  // A remote that does not answer the abort (stuck in a long op) is not waited for long past
+  // the deadline: its request's own deadline ends it just after.
+  std::chrono::milliseconds call_timeout = server_.options().step_timeout;
+  if (deadline.bounded()) {
+    const auto bound = deadline.remaining() + std::chrono::milliseconds(200);
+    if (call_timeout.count() == 0 || bound < call_timeout) call_timeout = bound;
+  }
   auto finish_one = [join] {
     std::lock_guard lock(join->mutex);
     if (--join->remaining == 0) join->done.notify_all();
@@ -318,7 +332,7 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
           if (!status.ok()) fail(status.with_context("on " + task));
           finish_one();
         },
-        server_.options().step_timeout);
+        call_timeout);
   }
 
   server_.worker().run(

@@ -3,6 +3,7 @@
 // Thread-safe. Each callback runs at most once, outside the manager's lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -38,10 +39,13 @@ class CancellationManager {
       std::lock_guard lock(mutex_);
       if (!status_.ok()) return;
       status_ = status.ok() ? Status(ErrorCode::aborted, "step cancelled") : status;
+      cancelled_.store(true, std::memory_order_release);
       callbacks.swap(callbacks_);
     }
     for (auto& [token, callback] : callbacks) callback(status_);
   }
+  // Lock-free test for the executor's per-op check; status() then says why.
+  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
   Status status() const {
     std::lock_guard lock(mutex_);
     return status_;
@@ -50,6 +54,7 @@ class CancellationManager {
  private:
   mutable std::mutex mutex_;
   Status status_;
+  std::atomic<bool> cancelled_{false};
   std::uint64_t next_ = 1;
   std::map<std::uint64_t, Callback> callbacks_;
 };

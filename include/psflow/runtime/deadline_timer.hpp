@@ -1,5 +1,6 @@
 // DeadlineTimer: one process-wide thread that runs callbacks at deadlines, for kernels whose
-// waits are bounded (a token dequeue gives up after its timeout). Thread-safe.
+// waits are bounded (a token dequeue gives up after its timeout) and for steps with a
+// RunOptions::timeout_in_ms. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -51,6 +52,18 @@ class DeadlineTimer {
       }
     return false;
   }
+  // Cancels `id`, or, when its callback is running now, waits until it returned: afterwards the
+  // callback neither runs nor is running, so what it references may go. Never call it from a
+  // timer callback.
+  void cancel_and_wait(std::uint64_t id) {
+    std::unique_lock lock(mutex_);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it)
+      if (it->first.second == id) {
+        queue_.erase(it);
+        return;
+      }
+    callback_done_.wait(lock, [&] { return running_ != id; });
+  }
 
  private:
   void loop() {
@@ -66,15 +79,21 @@ class DeadlineTimer {
         continue;
       }
       auto callback = std::move(queue_.begin()->second);
+      running_ = queue_.begin()->first.second;
       queue_.erase(queue_.begin());
       lock.unlock();
       callback();
+      callback = nullptr;  // what it captured goes before a waiting cancel returns
       lock.lock();
+      running_ = 0;
+      callback_done_.notify_all();
     }
   }
 
   std::mutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable callback_done_;
+  std::uint64_t running_ = 0;  // id of the callback running now (0: none)
   bool stopping_ = false;
   std::uint64_t next_ = 1;
   std::map<std::pair<Clock::time_point, std::uint64_t>, std::function<void()>> queue_;

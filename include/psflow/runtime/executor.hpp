@@ -7,7 +7,9 @@
 // last input arrives; cheap successors run inline on the same thread, and when several
 // expensive nodes become ready at once all but one go to the thread pool. The first kernel
 // error aborts the step (no further nodes start, the rendezvous is aborted so no Recv waits)
-// and is reported once every running node has finished, so no error can deadlock a step.
+// and is reported once every running node has finished, so no error can deadlock a step. A
+// step cancelled from outside (StepContext::cancellation: a deadline, an abort from another
+// task) stops the same way with the cancellation's reason.
 // When the step has a StepContext::stats collector, each op's start, end and thread go there
 // (a traced step); otherwise the only cost is one pointer test per op.
 //
@@ -136,6 +138,14 @@ struct Executor::StepState {
     if (step->rendezvous) step->rendezvous->abort(error);
     if (step->cancellation) step->cancellation->cancel(error);
   }
+  // True once the step failed or was cancelled from outside (a deadline, an abort from another
+  // task): no further op starts, and the cancellation's reason becomes the step's error.
+  bool stopped() {
+    if (failed.load(std::memory_order_acquire)) return true;
+    if (!step->cancellation || !step->cancellation->cancelled()) return false;
+    record_error(step->cancellation->status());
+    return true;
+  }
 };
 
 inline Executor::Executor(Params params) : params_(std::move(params)) {
@@ -240,7 +250,7 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
     const int id = ready.back();
     ready.pop_back();
     const PlanNode& p = plan_[static_cast<std::size_t>(id)];
-    if (!s->failed.load(std::memory_order_acquire)) {
+    if (!s->stopped()) {
       // Gather input pointers: small graphs keep them on the stack.
       const Entry* stack_inputs[8];
       std::vector<const Entry*> heap_inputs;

@@ -4,6 +4,8 @@
 // fetches, targets) signature it prunes the graph to what is needed and builds an executor
 // once; later runs reuse it.
 //
+// RunOptions::timeout_in_ms cancels a step that runs longer (DeadlineExceeded).
+//
 // run() may be called from several threads at once.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include "psflow/graph/subgraph.hpp"
 #include "psflow/runtime/executor.hpp"
 #include "psflow/runtime/session_impl.hpp"
+#include "psflow/runtime/step_deadline.hpp"
 
 namespace psflow {
 
@@ -55,9 +58,13 @@ class LocalSession : public SessionImpl {
     feed_values.reserve(feeds.size());
     for (const auto& [out, value] : feeds) feed_values.push_back(value);
     StepContext step;
-    CancellationManager cancellation;
+    // Shared with the deadline's callback, which may still be cancelling as the step ends.
+    auto cancellation = std::make_shared<CancellationManager>();
     step.step_id = runtime_.next_step_id++;
-    step.cancellation = &cancellation;
+    step.cancellation = cancellation.get();
+    const StepDeadline deadline(options.timeout_in_ms, [cancellation](const Status& status) {
+      cancellation->cancel(status);
+    });
     if (!options.trace || !metadata)
       return caller_owned(executor->run(step, std::move(feed_values), pool_));
     StepStatsCollector stats;

@@ -30,6 +30,9 @@ namespace psflow {
 // What one run asks for beyond its results.
 struct RunOptions {
   bool trace = false;  // record per-op and per-transfer times into the RunMetadata
+  // Bounds the step: one still running after this many milliseconds fails DeadlineExceeded
+  // and is cancelled on every task it runs on. 0: no limit.
+  std::int64_t timeout_in_ms = 0;
 };
 
 // One op run in a traced step. Times are nanoseconds of the session's steady clock.

@@ -54,6 +54,9 @@ struct MonitoredTrainingSessionOptions {
   std::optional<std::string> summary_dir;
   std::optional<std::int64_t> save_summaries_steps = 100;
   std::optional<double> save_summaries_secs;
+  // The RunOptions::timeout_in_ms of every run() whose RunOptions leave it 0 (0: no limit). A
+  // step over it fails DeadlineExceeded, which is thrown, not recovered from.
+  std::int64_t run_timeout_in_ms = 0;
 };
 
 class MonitoredTrainingSession {
@@ -168,9 +171,11 @@ std::vector<Tensor> MonitoredTrainingSession::run(const RunOptions& options,
                                                   RunMetadata* metadata) {
   if (closed_) throw FailedPrecondition("this MonitoredTrainingSession is closed");
   std::optional<std::chrono::steady_clock::time_point> recovery_started;
+  RunOptions bounded = options;
+  if (bounded.timeout_in_ms == 0) bounded.timeout_in_ms = options_.run_timeout_in_ms;
   for (;;) {
     try {
-      return run_once(options, fetches, feeds, targets, metadata);
+      return run_once(bounded, fetches, feeds, targets, metadata);
     } catch (const OutOfRange& e) {
       // An input ran out (e.g. synchronous training ended and its token queue closed): the
       // normal end of the loop, as TF's MonitoredSession treats OutOfRangeError.
