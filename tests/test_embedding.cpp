@@ -355,6 +355,7 @@ TEST_CASE("the gradient of a lookup is IndexedSlices per shard, applied without 
     auto slices = as_indexed_slices(grad);
     REQUIRE(slices);
     CHECK(slices->values.dtype() == DType::float64);
+    CHECK(slices->unique_indices);  // the lookup gathered each distinct id once
   }
   auto train_op = sgd.apply_gradients(grads);
   for (const auto& op : g.operations()) CHECK(op.type() != "ApplyGradientDescent");
@@ -369,6 +370,48 @@ TEST_CASE("the gradient of a lookup is IndexedSlices per shard, applied without 
   for (std::size_t r : {0, 2, 3, 4, 6}) {
     INFO("untouched row " << r);
     CHECK(table[2 * r] == static_cast<double>(r));
+  }
+}
+
+TEST_CASE("a lookup's unique gradient is not de-duplicated again next to the table, two lookups' are") {
+  auto count_unique = [](const Graph& g) {
+    std::size_t n = 0;
+    for (const auto& op : g.operations()) n += op.type() == "Unique";
+    return n;
+  };
+  SECTION("one lookup") {
+    Graph g;
+    auto emb = get_variable(g, "emb", {7, 2}, row_number_initializer(), fixed_size_partitioner(2),
+                            DType::float64);
+    auto ids = ops::placeholder(g, DType::int64, {-1}, "ids");
+    auto loss = ops::reduce_sum(ops::square(ops::embedding_lookup(emb, ids, "div")));
+    REQUIRE(count_unique(g) == 1);
+    train::AdagradOptimizer opt(0.1);
+    opt.minimize(loss);
+    CHECK(count_unique(g) == 1);  // only the worker's, in the lookup
+  }
+  SECTION("two lookups of one table: their slices are concatenated, duplicates possible") {
+    Graph g;
+    auto emb = get_variable(g, "emb", {7, 2}, row_number_initializer(), fixed_size_partitioner(1),
+                            DType::float64);
+    auto ids = ops::placeholder(g, DType::int64, {-1}, "ids");
+    auto loss = ops::reduce_sum(ops::embedding_lookup(emb, ids)) +
+                ops::reduce_sum(ops::embedding_lookup(emb, ids));
+    train::AdagradOptimizer opt(0.1, 0.1);
+    auto grads = opt.compute_gradients(loss);
+    REQUIRE(grads.size() == 1);
+    auto slices = as_indexed_slices(grads[0].first);
+    REQUIRE(slices);
+    CHECK_FALSE(slices->unique_indices);
+    auto train_op = opt.apply_gradients(grads);
+    CHECK(count_unique(g) == 3);  // two lookups' and the optimizer's
+    Session sess(g);
+    sess.run(global_variables_initializer(g));
+    sess.run(train_op, {{ids, ids64({3})}});
+    // Row 3 got gradient 1 from each lookup: summed to 2 before Adagrad squares it.
+    const double acc = 0.1 + 2.0 * 2.0;
+    auto table = doubles(sess.run({emb.as_tensor()})[0]);
+    CHECK(table[6] == Approx(3 - 0.1 * 2.0 / std::sqrt(acc)));
   }
 }
 

@@ -89,8 +89,6 @@ struct DynamicEmbeddingRecord {
 
 inline constexpr const char* kDynamicEmbeddings = "dynamic_embeddings";
 inline constexpr const char* kDynamicTableType = "DynamicTable";
-// Marks the IndexedSlicesToDense of one lookup's gradient: its indices are distinct.
-inline constexpr const char* kDistinctIndices = "distinct_indices";
 
 // True when `var` is a shard of a dynamic embedding table.
 inline bool is_dynamic_table(const Variable& var) {
@@ -348,9 +346,7 @@ PSFLOW_DECL Grads dynamic_find_grad(const Operation& op, const Grads& g) {
   const Output dense_shape = ops::constant(table.graph(), dims, "dense_shape");
   // A lookup reads each key once (its keys come from Unique), so the optimizers need not sum
   // duplicates; gradients() drops the mark when it concatenates several lookups' slices.
-  return {build_op("IndexedSlicesToDense", {g[0], op.input(1), dense_shape},
-                   {{kDistinctIndices, true}}, "", "IndexedSlicesToDense")
-              .output(0),
+  return {ops::indexed_slices_to_dense({g[0], op.input(1), dense_shape, /*unique_indices=*/true}),
           Output()};
 }
 

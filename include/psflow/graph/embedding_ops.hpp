@@ -306,12 +306,12 @@ PSFLOW_DECL Output lookup_through_distinct(Output ids,
 PSFLOW_DECL Output lookup_distinct(const std::vector<Variable>& parts, const std::string& table,
                                    std::size_t full_rows, Output distinct_ids,
                                    std::string_view strategy) {
-  if (parts.size() == 1) return ops::gather(parts.front().ref(), distinct_ids);
+  if (parts.size() == 1) return gather_distinct(parts.front().ref(), distinct_ids);
   auto [shard, local] = ops::shard_ids(distinct_ids, static_cast<std::int64_t>(parts.size()),
                                        static_cast<std::int64_t>(full_rows), strategy, table);
   return read_sharded_rows(
       distinct_ids, shard, local, parts.size(),
-      [&](std::size_t p, Output ids) { return ops::gather(parts[p].ref(), ids); });
+      [&](std::size_t p, Output ids) { return gather_distinct(parts[p].ref(), ids); });
 }
 
 // The rows of `ids` (any shape) from the table `parts`: ids.shape + row shape.

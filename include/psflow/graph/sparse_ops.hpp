@@ -22,6 +22,12 @@
 // apply its values and indices with sparse kernels, so the dense value is never computed unless
 // something else consumes it. Several IndexedSlices for one tensor are concatenated (not summed)
 // into one, as TF's gradient aggregation does.
+//
+// Unique indices. An embedding lookup gathers each distinct id once (its ids come from Unique
+// on the worker), so the gradient of that gather has each index once: the gather carries the
+// attr "distinct_indices", its gradient's IndexedSlicesToDense too, and IndexedSlices says so
+// in unique_indices. The optimizers then apply it as is instead of summing duplicates again
+// next to the variable (on the ps). Concatenating several slices drops the mark.
 #pragma once
 
 #include <algorithm>
@@ -47,6 +53,8 @@ struct IndexedSlices {
   Output values;       // [n, row...]
   Output indices;      // [n], int32 or int64
   Output dense_shape;  // int64 [rank]
+  // Each index appears once (known from how the gradient was built): no de-duplication needed.
+  bool unique_indices = false;
 
   // The dense value, as an IndexedSlicesToDense op (created in the graph of `values`, where the
   // caller's scopes say). Computed only if something runs it; optimizers read the slices back.
@@ -56,6 +64,15 @@ struct IndexedSlices {
 // The slices behind `t` when it is an IndexedSlicesToDense output (a sparse gradient), else
 // nullopt.
 PSFLOW_DECL std::optional<IndexedSlices> as_indexed_slices(const Output& t);
+
+namespace detail {
+// The attr marking a gather whose indices are distinct, and the IndexedSlicesToDense of a
+// gradient whose indices are.
+inline constexpr const char* kDistinctIndices = "distinct_indices";
+// gather(params, indices) for indices known to be distinct (a lookup's Unique ids): its
+// gradient's IndexedSlices has unique_indices set.
+PSFLOW_DECL Output gather_distinct(Output params, Output indices);
+}  // namespace detail
 
 namespace ops {
 
@@ -185,7 +202,8 @@ namespace psflow {
 
 PSFLOW_DECL std::optional<IndexedSlices> as_indexed_slices(const Output& t) {
   if (!t.valid() || t.op().type() != "IndexedSlicesToDense") return std::nullopt;
-  return IndexedSlices{t.op().input(0), t.op().input(1), t.op().input(2)};
+  return IndexedSlices{t.op().input(0), t.op().input(1), t.op().input(2),
+                       t.op().attrs().count(detail::kDistinctIndices) > 0};
 }
 
 }  // namespace psflow
@@ -193,9 +211,11 @@ PSFLOW_DECL std::optional<IndexedSlices> as_indexed_slices(const Output& t) {
 namespace psflow::ops {
 
 PSFLOW_DECL Output indexed_slices_to_dense(const IndexedSlices& slices, std::string_view name) {
+  AttrMap attrs;
+  if (slices.unique_indices) attrs[detail::kDistinctIndices] = true;
   return detail::build_op("IndexedSlicesToDense",
-                          {slices.values, slices.indices, slices.dense_shape}, {}, name,
-                          "IndexedSlicesToDense")
+                          {slices.values, slices.indices, slices.dense_shape}, std::move(attrs),
+                          name, "IndexedSlicesToDense")
       .output(0);
 }
 
@@ -250,6 +270,13 @@ PSFLOW_DECL IndexedSlices::operator Output() const { return ops::indexed_slices_
 
 namespace psflow::detail {
 
+PSFLOW_DECL Output gather_distinct(Output params, Output indices) {
+  if (!params.valid() || !params.is_ref()) return ops::gather(params, indices);
+  auto colocated = params.graph().colocate_with(params.op());
+  return build_op("ResourceGather", {params, indices}, {{kDistinctIndices, true}}, "", "Gather")
+      .output(0);
+}
+
 // d(gather(params, ids))/d(params): IndexedSlices of the incoming rows at the ids, shaped like
 // params (statically when known, else by a Shape op next to params).
 PSFLOW_DECL Grads gather_grad(const Operation& op, const Grads& g) {
@@ -272,7 +299,8 @@ PSFLOW_DECL Grads gather_grad(const Operation& op, const Grads& g) {
     values = ops::reshape(values, rows, "values");
   }
   const Output indices = ops::reshape(op.input(1), {-1}, "indices");
-  return {ops::indexed_slices_to_dense({values, indices, dense_shape}), Output()};
+  const bool distinct = op.attrs().count(kDistinctIndices) > 0;
+  return {ops::indexed_slices_to_dense({values, indices, dense_shape, distinct}), Output()};
 }
 
 // Each row of data gets the gradient of the segment it was summed into.

@@ -198,10 +198,12 @@ class Optimizer {
   // `grad` with each index once and the rows of duplicate indices summed (TF's
   // _deduplicate_indexed_slices: Unique + UnsortedSegmentSum), built where the caller's scopes
   // say (apply_sparse: on the variable's device).
+  // A gradient known to have unique indices (one lookup's) is returned as it is.
   static IndexedSlices deduplicate(const IndexedSlices& grad) {
+    if (grad.unique_indices) return grad;
     auto [unique_indices, positions] = ops::unique(grad.indices);
     Output summed = ops::unsorted_segment_sum(grad.values, positions, ops::size(unique_indices));
-    return IndexedSlices{summed, unique_indices, grad.dense_shape};
+    return IndexedSlices{summed, unique_indices, grad.dense_shape, true};
   }
   // The learning rate `lr` for `var` (LearningRate::for_variable, errors naming this optimizer).
   Output learning_rate_for(const LearningRate& lr, const Variable& var) const {
@@ -464,8 +466,7 @@ PSFLOW_DECL Operation Optimizer::apply_dynamic(const Output& grad, const Variabl
                           "' of dynamic embedding table shard '" + shard.name() +
                           "' is dense; a dynamic table takes the sparse gradient of its lookups "
                           "(pass compute_gradients' gradient unchanged)");
-  const bool distinct = grad.op().attrs().count(psflow::detail::kDistinctIndices) > 0;
-  const IndexedSlices rows = distinct ? *slices : deduplicate(*slices);
+  const IndexedSlices rows = deduplicate(*slices);
   DynamicRule rule = dynamic_rule(shard);
   Graph& graph = shard.graph();
   const Output step = global_step ? global_step->value()
