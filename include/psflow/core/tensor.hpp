@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -87,7 +88,8 @@ class Tensor {
     t.dtype_ = dtype;
     t.shape_ = std::move(shape);
     t.size_ = num_elements(t.shape_);
-    t.buffer_ = std::make_shared<detail::TensorBuffer>(t.size_ * dtype_size(dtype));
+    t.buffer_ = std::make_shared<detail::TensorBuffer>(
+        checked_product(t.size_, dtype_size(dtype), "the byte size of a tensor"));
     return t;
   }
 
@@ -184,7 +186,19 @@ class Tensor {
   }
 
   // True when no other Tensor shares this buffer, so it may be written in place.
-  bool is_sole_owner() const noexcept { return buffer_ && buffer_.use_count() == 1; }
+  bool is_sole_owner() const noexcept {
+    if (!buffer_ || buffer_.use_count() != 1) return false;
+      // use_count() is a relaxed load. The owners that let go did so with a release decrement;
+      // acquiring after seeing 1 orders their last reads of the buffer before our writes to it.
+#if defined(__SANITIZE_THREAD__)
+    // ThreadSanitizer does not model fences (GCC warns): an acquire-release read-modify-write
+    // of the same count (copying the pointer) orders the same, visibly to it.
+    [[maybe_unused]] const auto acquire = buffer_;
+#else
+    std::atomic_thread_fence(std::memory_order_acquire);
+#endif
+    return true;
+  }
 
   // True when both tensors view the same buffer.
   bool shares_buffer_with(const Tensor& other) const noexcept { return buffer_ == other.buffer_; }
