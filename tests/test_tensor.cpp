@@ -1,9 +1,11 @@
-// Tensor: construction, dtype checks, shared buffers, xtensor views.
+// Tensor: construction, dtype checks, shared buffers, xtensor views, checked sizes.
 #include <catch2/catch.hpp>
 
 #include "psflow/core/tensor.hpp"
 
 using psflow::DType;
+using psflow::InvalidArgument;
+using psflow::num_elements;
 using psflow::Tensor;
 
 TEST_CASE("a shaped tensor starts zero-filled") {
@@ -88,4 +90,26 @@ TEST_CASE("equals compares dtype, shape and bytes") {
   CHECK_FALSE(a.equals(Tensor::from_vector<double>({1, 2}, {2})));
   CHECK(Tensor().equals(Tensor()));
   CHECK(Tensor::filled(3.0f, {2}).equals(Tensor::from_vector<float>({3, 3})));
+}
+
+TEST_CASE("a shape whose element or byte count overflows 64 bits fails InvalidArgument") {
+  const std::size_t huge = std::size_t{1} << 40;
+  CHECK_THROWS_WITH(num_elements({huge, huge}),
+                    Catch::Contains("number of elements") && Catch::Contains("overflows"));
+  CHECK_THROWS_AS(Tensor(DType::float32, {huge, huge}), InvalidArgument);
+  // 2^62 elements fit in size_t, their 4-byte size does not: refused before any allocation.
+  CHECK_THROWS_WITH(Tensor::uninitialized(DType::float32, {std::size_t{1} << 62}),
+                    Catch::Contains("byte size"));
+  CHECK(num_elements({0, huge, huge}) == 0);  // an empty dimension first: no overflow
+}
+
+TEST_CASE("a tensor is its buffer's sole owner only while no copy shares it") {
+  Tensor t(DType::float32, {4});
+  CHECK(t.is_sole_owner());
+  {
+    const Tensor copy = t;
+    CHECK_FALSE(t.is_sole_owner());
+  }
+  CHECK(t.is_sole_owner());
+  CHECK_FALSE(Tensor().is_sole_owner());
 }
