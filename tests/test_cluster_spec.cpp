@@ -361,7 +361,9 @@ TEST_CASE("TaskFlags errors are InvalidArgument with a clear message") {
       Contains("task index 4 is out of range"));
 }
 
-TEST_CASE("TaskFlags: --heartbeat_timeout_s sets the server options' heartbeat timeout") {
+TEST_CASE(
+    "TaskFlags: --heartbeat_timeout_s and --slow_step_warning_s set the server options' "
+    "timeouts") {
   using psflow::InvalidArgument;
   using psflow::ServerOptions;
   const std::vector<std::string> base{"prog", "--ps_hosts=a:1", "--worker_hosts=b:2",
@@ -381,6 +383,15 @@ TEST_CASE("TaskFlags: --heartbeat_timeout_s sets the server options' heartbeat t
        {"--heartbeat_timeout_s=-1", "--heartbeat_timeout_s=ten", "--heartbeat_timeout_s="})
     CHECK_THROWS_AS(with(bad), InvalidArgument);
   CHECK_THROWS_WITH(with("--heartbeat_timeout_s=x"), Catch::Contains("0 to turn heartbeats off"));
+  // --slow_step_warning_s the same way.
+  CHECK(TaskFlags::parse(base, std::nullopt).server_options().slow_step_warning ==
+        ServerOptions{}.slow_step_warning);
+  CHECK(with("--slow_step_warning_s=0.5").server_options().slow_step_warning ==
+        std::chrono::milliseconds(500));
+  CHECK(with("--slow_step_warning_s=0").server_options().slow_step_warning.count() == 0);
+  CHECK_THROWS_WITH(with("--slow_step_warning_s=-2"),
+                    Catch::Contains("--slow_step_warning_s='-2'") &&
+                        Catch::Contains("0 to turn the warning off"));
 }
 
 // ---------------------------------------------------------------------------------------------

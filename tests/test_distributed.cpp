@@ -9,6 +9,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -17,7 +18,11 @@
 #include "psflow/psflow.hpp"
 #include "support/demo_command.hpp"
 #include "support/error_message.hpp"
+#include "support/eventually.hpp"
 #include "support/local_cluster.hpp"
+#include "support/log_capture.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_ops.hpp"
 #include "support/wire_bytes.hpp"
 
 using namespace psflow;
@@ -324,6 +329,223 @@ TEST_CASE(
             .scalar<std::int64_t>() == 7);
   CHECK(sess.run({dequeue})[0].scalar<std::int64_t>() == 8);
   worker.stop_job("ps");
+}
+
+TEST_CASE("a slow step is logged on each task with the op it waits in, every slow_step_warning") {
+  Cluster cluster(1, 1, /*start=*/false);
+  cluster.ps_flags[0] = {"--slow_step_warning_s=0.3"};
+  cluster.start_ps(0);
+  psflow::testing::LogCapture log;
+  ServerOptions options = cluster.quiet();
+  options.log = true;
+  options.slow_step_warning = 300ms;
+  Server worker(cluster.spec(), "worker", 0, options);
+  Graph g;
+  Output dequeue;
+  Operation put;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    dequeue = ops::token_queue_dequeue(g, "tokens", /*timeout_ms=*/0, "wait_for_token");
+    put = ops::token_queue_enqueue_many(ops::constant(g, Tensor::from_vector<std::int64_t>({5})),
+                                        "tokens");
+  }
+  Session sess(g, worker.target());
+  auto waiting = std::async(std::launch::async, [&] {
+    return sess.run(RunOptions{.timeout_in_ms = 60000}, {dequeue}, {}, {}, nullptr);
+  });
+  // The worker's partition waits to receive the token from the ps; the ps's waits in the
+  // dequeue. Each task says so, and again a period later.
+  CHECK(log.wait_for("_Recv", 20s));
+  const std::string worker_line = log.text();
+  CHECK_THAT(worker_line,
+             Catch::Contains("has run for") && Catch::Contains("from /job:ps/replica:0/task:0"));
+  auto ps_log_has = [&](const std::string& part, std::size_t times) {
+    return psflow::testing::eventually(
+        [&] {
+          const std::string text = cluster.ps[0]->err();
+          std::size_t count = 0;
+          for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
+            ++count;
+          return count >= times;
+        },
+        20s);
+  };
+  CHECK(ps_log_has("TokenQueueDequeue 'wait_for_token'", 2));
+  sess.run(put);
+  REQUIRE(waiting.wait_for(30s) == std::future_status::ready);
+  CHECK(waiting.get()[0].scalar<std::int64_t>() == 5);
+  worker.stop_job("ps");
+}
+
+// A ps keeps serving while it computes: ops that are not small run on its thread pool, never on
+// the thread that reads the network (runtime/network_thread.hpp).
+TEST_CASE("a ps running a 3 s op keeps answering: not declared dead with heartbeat_timeout 1 s") {
+  Cluster cluster(1, 1, /*start=*/false);
+  cluster.ps_flags[0] = {"--heartbeat_timeout_s=1"};
+  cluster.start_ps(0);
+  ServerOptions options = cluster.quiet();
+  options.heartbeat_timeout = 1s;
+  Server worker(cluster.spec(), "worker", 0, options);
+  Graph g;
+  Output slow, small;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    slow = psflow::testing::long_op(ops::constant(g, Tensor(1.0f)), 3000);
+    small = ops::constant(g, Tensor(2.0f)) * 3.0;
+  }
+  Session sess(g, worker.target());
+  CHECK(sess.run({small})[0].scalar<float>() == 6.0f);
+  auto long_step = std::async(std::launch::async, [&] { return sess.run({slow}); });
+  int answered = 0, wrong = 0;
+  while (long_step.wait_for(0s) != std::future_status::ready && answered < 1000000) {
+    wrong += sess.run({small})[0].scalar<float>() != 6.0f;
+    ++answered;
+  }
+  CHECK(long_step.get()[0].scalar<float>() == 1.0f);  // not Unavailable: the ps stayed alive
+  CHECK(answered > 0);  // small steps were answered while the long op ran
+  CHECK(wrong == 0);
+  worker.stop_job("ps");
+}
+
+namespace {
+
+// The [start, end] of op `name` on the ps in a traced step, on the ps's own clock: the trace's
+// correction to the session's clock is undone, since two sessions estimate the ps's clock
+// differently (a 64 MiB request makes the round trip lopsided) while the ps has one clock.
+std::optional<std::pair<std::int64_t, std::int64_t>> ps_op_interval(const RunMetadata& metadata,
+                                                                    const std::string& name) {
+  for (const auto& task : metadata.tasks)
+    if (task.task.find("/job:ps/") == 0)
+      for (const auto& node : task.nodes)
+        if (node.node_name == name)
+          return std::make_pair(node.start_ns + task.clock_offset_ns,
+                                node.end_ns + task.clock_offset_ns);
+  return std::nullopt;
+}
+
+// Worker 0 runs small traced steps on the ps until told to stop, keeping the ps-side interval
+// of op `name` of each.
+struct SmallSteps {
+  std::atomic<bool> stop{false};
+  std::vector<std::pair<std::int64_t, std::int64_t>> intervals;
+  std::future<void> done;
+
+  SmallSteps(Session& sess, const Operation& step, const std::string& name) {
+    done = std::async(std::launch::async, [this, &sess, step, name] {
+      while (!stop) {
+        RunMetadata metadata;
+        sess.run(RunOptions{.trace = true}, {}, {}, {step}, &metadata);
+        if (auto interval = ps_op_interval(metadata, name)) intervals.push_back(*interval);
+      }
+    });
+  }
+  void finish() {
+    stop = true;
+    done.get();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a small step runs on the ps while another worker's 64 MiB apply runs there") {
+  Cluster cluster(1, 2);
+  Server worker_a(cluster.spec(), "worker", 0, cluster.quiet());
+  Server worker_b(cluster.spec(), "worker", 1, cluster.quiet());
+  constexpr std::size_t kBig = 16u << 20;  // floats: 64 MiB
+  Graph g;
+  Output big_grad, small_grad;
+  {
+    auto on_b = g.device("/job:worker/task:1");
+    big_grad = ops::placeholder(g, DType::float32, {static_cast<std::int64_t>(kBig)}, "big_grad");
+  }
+  {
+    auto on_a = g.device("/job:worker/task:0");
+    small_grad = ops::constant(g, Tensor::filled(1.0f, {1024}), "small_grad");
+  }
+  Operation apply_big, apply_small, init;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    auto big = get_variable(g, "big", {kBig}, zeros_initializer());
+    auto small = get_variable(g, "small", {1024}, zeros_initializer());
+    Output lr = ops::constant(g, Tensor(0.5f), "lr");
+    apply_big = ops::apply_gradient_descent(big.ref(), lr, big_grad, "apply_big").op();
+    apply_small = ops::apply_gradient_descent(small.ref(), lr, small_grad, "apply_small").op();
+    init = global_variables_initializer(g);
+  }
+  Session sess_a(g, worker_a.target());
+  Session sess_b(g, worker_b.target());
+  sess_a.run(init);
+  const Tensor gradient = Tensor::filled(1.0f, {kBig});
+  bool overlapped = false;
+  for (int attempt = 0; attempt < 20 && !overlapped; ++attempt) {
+    SmallSteps steps(sess_a, apply_small, "apply_small");
+    RunMetadata metadata;
+    sess_b.run(RunOptions{.trace = true}, {}, {{big_grad, gradient}}, {apply_big}, &metadata);
+    steps.finish();
+    const auto big_apply = ps_op_interval(metadata, "apply_big");
+    REQUIRE(big_apply);
+    for (const auto& [start, end] : steps.intervals)
+      overlapped = overlapped || (start > big_apply->first && end < big_apply->second);
+  }
+  CHECK(overlapped);  // a small apply started and ended on the ps inside the big one
+  worker_a.stop_job("ps");
+}
+
+TEST_CASE("a ps saving its shard keeps serving other workers' steps") {
+  psflow::testing::TempDir ps_dir("save-under-load-ps"), chief_dir("save-under-load");
+  Cluster cluster(1, 2, /*start=*/false);
+  cluster.ps_flags[0] = {"--checkpoint_dir=" + ps_dir.path()};
+  cluster.start_ps(0);
+  Server worker_a(cluster.spec(), "worker", 0, cluster.quiet());
+  Server worker_b(cluster.spec(), "worker", 1, cluster.quiet());
+  Graph g;
+  Operation step;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    get_variable(g, "table", {32u << 20}, zeros_initializer());  // 128 MiB to write
+    auto counter = get_variable(g, "counter", {}, zeros_initializer());
+    step = counter.assign_add(ops::constant(g, Tensor(1.0f))).op();
+  }
+  train::Saver saver(g, train::SaverOptions{.sharded = true});
+  Session sess_a(g, worker_a.target());
+  Session sess_b(g, worker_b.target());
+  sess_b.run(global_variables_initializer(g));
+  // Worker 0 steps and notes when each step ends, while worker 1 saves.
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  std::vector<std::chrono::steady_clock::time_point> ends;
+  auto stepping = std::async(std::launch::async, [&] {
+    while (!stop) {
+      sess_a.run(step);
+      std::lock_guard lock(mutex);
+      ends.push_back(std::chrono::steady_clock::now());
+    }
+  });
+  REQUIRE(psflow::testing::eventually(
+      [&] {
+        std::lock_guard lock(mutex);
+        return !ends.empty();
+      },
+      10s));
+  const auto save_start = std::chrono::steady_clock::now();
+  saver.save(sess_b, chief_dir.path() + "/model");
+  const auto save_end = std::chrono::steady_clock::now();
+  stop = true;
+  stepping.get();  // after this, `ends` is ours alone
+  // Steps ended all through the save: no gap between two of them (or the save's start or end)
+  // took half of it, as writing the shard on the ps's network thread would have made.
+  std::vector<std::chrono::steady_clock::time_point> marks{save_start};
+  for (auto t : ends)
+    if (t > save_start && t < save_end) marks.push_back(t);
+  marks.push_back(save_end);
+  std::chrono::steady_clock::duration longest_gap{0};
+  for (std::size_t i = 1; i < marks.size(); ++i)
+    longest_gap = std::max(longest_gap, marks[i] - marks[i - 1]);
+  INFO((marks.size() - 2) << " steps ended during a save of "
+                          << std::chrono::duration<double>(save_end - save_start).count() << " s");
+  CHECK(marks.size() >= 2 + 3);
+  CHECK(longest_gap < (save_end - save_start) / 2);
+  worker_a.stop_job("ps");
 }
 
 TEST_CASE("feeds and fetches cross processes: a placeholder on the worker feeds an op on the ps") {

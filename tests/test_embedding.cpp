@@ -373,7 +373,8 @@ TEST_CASE("the gradient of a lookup is IndexedSlices per shard, applied without 
   }
 }
 
-TEST_CASE("a lookup's unique gradient is not de-duplicated again next to the table, two lookups' are") {
+TEST_CASE(
+    "a lookup's unique gradient is not de-duplicated again next to the table, two lookups' are") {
   auto count_unique = [](const Graph& g) {
     std::size_t n = 0;
     for (const auto& op : g.operations()) n += op.type() == "Unique";

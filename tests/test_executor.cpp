@@ -429,6 +429,33 @@ TEST_CASE("a step waiting in an asynchronous kernel ends with the status of a ca
   CHECK(run->rendezvous.aborted());  // the error aborted the step's rendezvous too
 }
 
+TEST_CASE("a step's activity shows the op it waits in while it waits, and none once done") {
+  recorder().reset();
+  Graph g;
+  Output wait = node(g, "T_Wait", "wait");
+  Output after = node(g, "T_Value", "after", {wait});
+  const auto executor = make_executor(g, {after});
+  StepActivity activity(executor->num_nodes());
+  auto run = std::make_shared<StepRun>();
+  run->step.rendezvous = &run->rendezvous;
+  run->step.cancellation = &run->cancellation;
+  run->step.activity = &activity;
+  ThreadPool pool(2);
+  executor->run_async(run->step, {}, &pool, [run](Status s, std::vector<Tensor>) {
+    std::lock_guard lock(run->mutex);
+    ++run->done_calls;
+    run->status = std::move(s);
+    run->changed.notify_all();
+  });
+  REQUIRE(recorder().wait_for_waiting(1));
+  const auto running = activity.running();
+  REQUIRE(running.size() == 1);
+  CHECK(executor->describe_op(running[0]) == "T_Wait 'wait'");
+  run->cancellation.cancel(Status(ErrorCode::aborted, "stop"));
+  REQUIRE(run->wait());
+  CHECK(activity.running().empty());
+}
+
 TEST_CASE("a step cancelled from outside starts no further op and ends with the cancel's status") {
   recorder().reset();
   Graph g;

@@ -43,6 +43,8 @@ inline constexpr FlagHelp kClusterFlagsHelp[] = {
      "this task's certificate, its key and the cluster's CA (PEM\n"
      "files): mutual TLS between the tasks (all three; see\ndocs/security.md)"},
     {"--heartbeat_timeout_s (10)", "a peer silent this long is declared dead (0: never)"},
+    {"--slow_step_warning_s (30)",
+     "log a step running here this long, and the ops it is in\n(again every period; 0: never)"},
 };
 
 // `text` as a Number, or nullopt when it is not one (or out of its range).
@@ -90,9 +92,9 @@ inline bool is_flag(const std::string& arg, const std::string& name) {
 // The flags psflow::TaskFlags reads besides --job_name and --slurm_jobs: they make sense only
 // for a task of a cluster.
 inline constexpr const char* kTaskOnlyFlags[] = {
-    "ps_hosts",        "worker_hosts", "chief_hosts", "task_index",
-    "slurm_port_base", "secret_file",  "bind_all",    "heartbeat_timeout_s",
-    "tls_cert",        "tls_key",      "tls_ca"};
+    "ps_hosts",    "worker_hosts", "chief_hosts",         "task_index",          "slurm_port_base",
+    "secret_file", "bind_all",     "heartbeat_timeout_s", "slow_step_warning_s", "tls_cert",
+    "tls_key",     "tls_ca"};
 
 class ExampleFlags {
  public:

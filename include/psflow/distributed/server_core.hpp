@@ -48,6 +48,7 @@
 #include "psflow/distributed/tls.hpp"
 #include "psflow/distributed/worker_service.hpp"
 #include "psflow/runtime/device.hpp"
+#include "psflow/runtime/network_thread.hpp"
 #include "psflow/runtime/rendezvous.hpp"
 #include "psflow/runtime/thread_pool.hpp"
 
@@ -134,6 +135,9 @@ class ServerCore {
   // Starts reading `connection` (incoming or outgoing); closes it when the server stopped.
   void adopt(const std::shared_ptr<Connection>& connection);
   void handle_close(const std::shared_ptr<Connection>& connection, const Status& reason);
+  // Every quarter of slow_step_warning, logs the steps running here longer than it (once per
+  // period each), with the ops they are in; reschedules itself on the I/O thread.
+  void check_slow_steps();
   void send_tensor(const std::string& dst_device, std::uint64_t step_id, const std::string& key,
                    Tensor value);
   // Throws Internal when called on this server's I/O thread: `what` would wait for it.
@@ -157,6 +161,7 @@ class ServerCore {
   detail::PeerCache peers_;
   std::unique_ptr<WorkerService> worker_;
   std::unique_ptr<detail::FrameDispatcher> dispatcher_;
+  asio::steady_timer slow_steps_timer_{io_};  // ServerOptions::slow_step_warning
 
   mutable std::mutex mutex_;
   std::condition_variable stopped_cv_;
@@ -226,6 +231,10 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
       [this](const std::string& dst, std::uint64_t step, const std::string& key, Tensor value) {
         send_tensor(dst, step, key, std::move(value));
       });
+  if (options_.slow_step_warning.count() > 0) {
+    worker_->track_activity();
+    check_slow_steps();
+  }
   dispatcher_ = std::make_unique<detail::FrameDispatcher>(
       io_, *worker_, peers_, task_name_, incarnation_, options_.explain,
       [this](const std::string& line) { log(line); }, [this] { stop(); });
@@ -253,6 +262,7 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
         });
   });
   io_thread_ = std::thread([this] {
+    detail::mark_network_thread();  // expensive ops that become ready here go to the pool
     io_thread_id_.store(std::this_thread::get_id());
     io_.run();
   });
@@ -321,6 +331,16 @@ inline void ServerCore::join() {
 inline bool ServerCore::stopped() const {
   std::lock_guard lock(mutex_);
   return stopped_;
+}
+
+inline void ServerCore::check_slow_steps() {
+  const std::chrono::milliseconds period = options_.slow_step_warning;
+  slow_steps_timer_.expires_after(std::max(period / 4, std::chrono::milliseconds(10)));
+  slow_steps_timer_.async_wait([this, period](const boost::system::error_code& error) {
+    if (error) return;
+    for (const std::string& line : worker_->report_slow_steps(period)) log(line);
+    check_slow_steps();
+  });
 }
 
 inline void ServerCore::stop() {

@@ -27,6 +27,11 @@ struct ServerOptions {
   // steps waiting on it fail with Unavailable naming it. Catches a peer that froze (SIGSTOP, a
   // hung host, a cut network) without closing its socket. Zero turns heartbeats off.
   std::chrono::milliseconds heartbeat_timeout{10000};
+  // A step still running on this task after this long is logged, and again every period while
+  // it runs: how long, and the ops it computes or waits in (a receive names the task it waits
+  // for), so a stuck step is seen on every task it touches. Zero turns it off. Bound a step
+  // with RunOptions::timeout_in_ms.
+  std::chrono::milliseconds slow_step_warning{30000};
   wire::WireLimits limits;
   // Threads running expensive ops: 0 = one per core (shared).
   std::size_t inter_op_threads = 0;

@@ -62,6 +62,8 @@ struct TaskFlags {
   std::string secret_file;
   // --heartbeat_timeout_s: ServerOptions::heartbeat_timeout in seconds (0: off).
   double heartbeat_timeout_s = 10;
+  // --slow_step_warning_s: ServerOptions::slow_step_warning in seconds (0: off).
+  double slow_step_warning_s = 30;
   // --tls_cert, --tls_key, --tls_ca: PEM files for mutual TLS (ServerOptions::tls_cert_file,
   // tls_key_file, tls_ca_file; docs/security.md); "" = not given.
   std::string tls_cert;
@@ -75,6 +77,8 @@ struct TaskFlags {
   //   --task_index                                this task's index in its job (default 0)
   //   --heartbeat_timeout_s                       how long a silent peer lives (default 10; 0:
   //                                               off), see server_options()
+  //   --slow_step_warning_s                       log a step running longer, and what it is in
+  //                                               (default 30; 0: off)
   //   --slurm_jobs                                e.g. ps:1,worker:3: the cluster and this task
   //                                               from the Slurm step (SlurmConfig::resolve;
   //                                               ranks fill the jobs in name order)
@@ -113,7 +117,8 @@ struct TaskFlags {
   std::string device() const;
   // This task's host:port.
   std::string address() const { return cluster.task_address(job_name, task_index); }
-  // ServerOptions with what the flags say: heartbeat_timeout, checkpoint_dir; bind_address for
+  // ServerOptions with what the flags say: heartbeat_timeout, slow_step_warning, checkpoint_dir;
+  // bind_address for
   // --bind_all; the TLS files of --tls_cert, --tls_key, --tls_ca (the Server checks them);
   // cluster_secret read from --secret_file (one trailing newline dropped), else
   // PSFLOW_CLUSTER_SECRET's. Throws InvalidArgument for a secret file that cannot be read or is
@@ -126,6 +131,18 @@ struct TaskFlags {
 #if PSFLOW_COMPILES_IMPLEMENTATION
 
 namespace detail {
+
+// A flag's value in seconds: a number from 0 to 1e6, else InvalidArgument saying what 0 does.
+PSFLOW_DECL double parse_seconds_flag(std::string_view name, const std::string& value,
+                                      std::string_view zero_turns_off) {
+  char* end = nullptr;
+  const double seconds = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6)
+    throw InvalidArgument("--" + std::string(name) + "='" + value +
+                          "' is not a number of seconds; give e.g. 10, or 0 to turn " +
+                          std::string(zero_turns_off) + " off");
+  return seconds;
+}
 
 PSFLOW_DECL std::size_t parse_task_index(std::string_view text, const std::string& what) {
   if (!is_all_digits(text) || text.size() > 9) {
@@ -240,8 +257,8 @@ PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       continue;
     }
     bool ours = name == "job_name" || name == "task_index" || name == "secret_file" ||
-                name == "heartbeat_timeout_s" || name == "tls_cert" || name == "tls_key" ||
-                name == "tls_ca";
+                name == "heartbeat_timeout_s" || name == "slow_step_warning_s" ||
+                name == "tls_cert" || name == "tls_key" || name == "tls_ca";
     for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
     ours = ours || name == "slurm_jobs" || name == "slurm_port_base";
     if (!ours) {
@@ -269,13 +286,9 @@ PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       }
       (name == "tls_cert" ? out.tls_cert : name == "tls_key" ? out.tls_key : out.tls_ca) = value;
     } else if (name == "heartbeat_timeout_s") {
-      char* end = nullptr;
-      const double seconds = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6)
-        throw InvalidArgument("--heartbeat_timeout_s='" + value +
-                              "' is not a number of seconds; give e.g. 10, or 0 to turn "
-                              "heartbeats off");
-      out.heartbeat_timeout_s = seconds;
+      out.heartbeat_timeout_s = detail::parse_seconds_flag(name, value, "heartbeats");
+    } else if (name == "slow_step_warning_s") {
+      out.slow_step_warning_s = detail::parse_seconds_flag(name, value, "the warning");
     } else if (name == "job_name") {
       job_flag = value;
     } else if (name == "task_index") {
@@ -385,6 +398,8 @@ PSFLOW_DECL ServerOptions TaskFlags::server_options() const {
   // would fail where IPv6 is switched off, as in some containers).
   options.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_timeout_s * 1000));
+  options.slow_step_warning =
+      std::chrono::milliseconds(static_cast<std::int64_t>(slow_step_warning_s * 1000));
   options.checkpoint_dir = checkpoint_dir;  // a ps's own shard directory
   if (bind_all) options.bind_address = address().find('[') == 0 ? "::" : "0.0.0.0";
   options.tls_cert_file = tls_cert;

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <map>
@@ -114,6 +115,13 @@ class WorkerService {
 
   std::size_t active_steps() const;
 
+  // From now on, steps record which ops they run (StepActivity), for report_slow_steps.
+  void track_activity() { tracking_.store(true, std::memory_order_relaxed); }
+  // One line per step that has run here for `after` or longer and was not reported in the last
+  // `after`: how long it has run and the ops it is computing or waiting in (a receive names the
+  // task it waits for). Steps started before track_activity() say only how long they ran.
+  std::vector<std::string> report_slow_steps(std::chrono::milliseconds after);
+
  private:
   using Sources = std::shared_ptr<const std::set<std::string>>;
   struct Registered {
@@ -125,6 +133,12 @@ class WorkerService {
     std::shared_ptr<StepRendezvous> rendezvous;
     bool started = false;
     Sources sources;  // of the partition running the step (null: not known)
+    // Once started: since when, what it runs (with track_activity) and when it was last
+    // reported as slow.
+    std::chrono::steady_clock::time_point started_at{};
+    std::chrono::steady_clock::time_point reported_at{};
+    std::shared_ptr<const Executor> executor;
+    std::shared_ptr<StepActivity> activity;
   };
 
   void run_partition(std::shared_ptr<const Executor> executor, std::uint64_t step_id,
@@ -145,6 +159,7 @@ class WorkerService {
   mutable std::mutex mutex_;
   std::condition_variable idle_;
   std::atomic<int> running_{0};
+  std::atomic<bool> tracking_{false};
   std::map<std::string, std::shared_ptr<Registered>> graphs_;
   std::uint64_t next_handle_ = 1;
   std::unordered_map<std::uint64_t, StepState> steps_;
@@ -286,18 +301,28 @@ inline void WorkerService::run_partition(std::shared_ptr<const Executor> executo
          {});
     return;
   }
-  if (sources) {
+  std::shared_ptr<StepActivity> activity;
+  if (tracking_.load(std::memory_order_relaxed))
+    activity = std::make_shared<StepActivity>(executor->num_nodes());
+  {
     std::lock_guard lock(mutex_);
-    if (auto it = steps_.find(step_id); it != steps_.end()) it->second.sources = std::move(sources);
+    if (auto it = steps_.find(step_id); it != steps_.end()) {
+      if (sources) it->second.sources = std::move(sources);
+      it->second.started_at = std::chrono::steady_clock::now();
+      it->second.reported_at = it->second.started_at;
+      it->second.executor = executor;
+      it->second.activity = activity;
+    }
   }
   auto step = std::make_shared<StepContext>();
   step->step_id = step_id;
   step->rendezvous = rendezvous.get();
   step->cancellation = &rendezvous->cancellation();
   step->stats = stats;
+  step->activity = activity.get();
   running_.fetch_add(1);
   executor->run_async(*step, std::move(feeds), pool_,
-                      [this, executor, step, rendezvous, step_id, done = std::move(done)](
+                      [this, executor, step, activity, rendezvous, step_id, done = std::move(done)](
                           Status s, std::vector<Tensor> out) {
                         finish_step(step_id);
                         done(std::move(s), std::move(out));
@@ -343,6 +368,39 @@ inline void WorkerService::abort_all_and_wait(const Status& status,
 inline std::size_t WorkerService::active_steps() const {
   std::lock_guard lock(mutex_);
   return steps_.size();
+}
+
+inline std::vector<std::string> WorkerService::report_slow_steps(std::chrono::milliseconds after) {
+  struct Slow {
+    std::uint64_t step_id;
+    std::chrono::steady_clock::duration age;
+    std::shared_ptr<const Executor> executor;
+    std::shared_ptr<StepActivity> activity;
+  };
+  std::vector<Slow> slow;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, s] : steps_) {
+      if (!s.started || now - s.started_at < after || now - s.reported_at < after) continue;
+      s.reported_at = now;
+      slow.push_back({id, now - s.started_at, s.executor, s.activity});
+    }
+  }
+  std::vector<std::string> lines;
+  for (const Slow& s : slow) {
+    char age[32];
+    std::snprintf(age, sizeof age, "%.1f", std::chrono::duration<double>(s.age).count());
+    std::string line = "step " + std::to_string(s.step_id) + " has run for " + age + " s here";
+    if (s.activity && s.executor) {
+      std::string ops;
+      for (std::size_t op : s.activity->running())
+        ops += (ops.empty() ? "" : "; ") + s.executor->describe_op(op);
+      line += ops.empty() ? ", between ops (queued for a thread?)" : ", still in: " + ops;
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 inline std::shared_ptr<StepRendezvous> WorkerService::step_rendezvous(std::uint64_t step_id,

@@ -11,7 +11,8 @@
 // step cancelled from outside (StepContext::cancellation: a deadline, an abort from another
 // task) stops the same way with the cancellation's reason.
 // When the step has a StepContext::stats collector, each op's start, end and thread go there
-// (a traced step); otherwise the only cost is one pointer test per op.
+// (a traced step); otherwise the only cost is one pointer test per op. A StepContext::activity
+// is told which ops run at each moment, in the same way.
 //
 // Thread-safe: several steps may run at once on one executor.
 #pragma once
@@ -30,7 +31,9 @@
 #include "psflow/graph/graph.hpp"
 #include "psflow/runtime/cancellation.hpp"
 #include "psflow/runtime/kernel.hpp"
+#include "psflow/runtime/network_thread.hpp"
 #include "psflow/runtime/rendezvous.hpp"
+#include "psflow/runtime/step_activity.hpp"
 #include "psflow/runtime/step_stats.hpp"
 #include "psflow/runtime/thread_pool.hpp"
 
@@ -78,6 +81,12 @@ class Executor {
 
   std::size_t num_nodes() const noexcept { return plan_.size(); }
 
+  // The most tensor input bytes an expensive op may have to run on a network thread.
+  static constexpr std::size_t kNetworkInlineBytes = 64 << 10;
+  // Op `index` of the plan for a log line: "MatMul 'dense/MatMul'", and for a receive from
+  // another task "_Recv '_recv_0' of w/read:0 from /job:ps/replica:0/task:0/device:CPU:0".
+  std::string describe_op(std::size_t index) const;
+
  private:
   // Where an input comes from: slot index (>= 0) or feed index f encoded as -(f + 1).
   using Location = int;
@@ -88,6 +97,7 @@ class Executor {
     std::shared_ptr<OpKernel> kernel;
     AsyncOpKernel* async_kernel = nullptr;  // kernel, when it is asynchronous
     bool expensive = true;
+    bool runs_long = false;
     std::vector<Location> inputs;
     std::vector<int> successors;  // one entry per edge (data or control) to a plan node
     int initial_pending = 0;
@@ -96,6 +106,10 @@ class Executor {
 
   struct StepState;
   void process(StepState* s, std::vector<int> ready) const;
+  // True when `p`, ready on this thread with `inputs`, must go to the pool: this is a network
+  // thread and the op is not small (see the header comment).
+  bool keep_off_this_thread(const StepState* s, const PlanNode& p,
+                            const Entry* const* inputs) const;
   void finish_node(StepState* s, int id, std::vector<int>& ready) const;
   void complete_step(StepState* s) const;
   static void record(StepStatsCollector& stats, const PlanNode& p, std::uint32_t thread,
@@ -208,6 +222,7 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
     }
     p.async_kernel = dynamic_cast<AsyncOpKernel*>(p.kernel.get());
     p.expensive = p.kernel->is_expensive();
+    p.runs_long = p.kernel->runs_long();
     if (p.initial_pending == 0) roots_.push_back(static_cast<int>(i));
   }
   for (const TensorId& f : params_.fetches) fetch_locations_.push_back(locate(f, "the fetch list"));
@@ -260,6 +275,10 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
         inputs = heap_inputs.data();
       }
       for (std::size_t i = 0; i < p.inputs.size(); ++i) inputs[i] = &s->at(p.inputs[i]);
+      if (keep_off_this_thread(s, p, inputs)) {
+        s->pool->submit([this, s, id] { process(s, {id}); });
+        continue;
+      }
       Entry* outputs = s->slots.data() + p.output_base;
 
       if (p.async_kernel) {
@@ -273,13 +292,16 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
         call->ctx = std::make_unique<OpKernelContext>(*p.node, *p.device, *s->step,
                                                       call->inputs.data(), outputs);
         StepStatsCollector* const stats = s->step->stats;
+        StepActivity* const activity = s->step->activity;
         const std::uint32_t thread = stats ? trace_thread_id() : 0;
         const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
+        if (activity) activity->started(static_cast<std::size_t>(id));
         try {
           p.async_kernel->compute_async(
-              *call->ctx, [this, s, id, call, stats, thread, start_ns](Status status) {
+              *call->ctx, [this, s, id, call, stats, activity, thread, start_ns](Status status) {
                 const PlanNode& node = plan_[static_cast<std::size_t>(id)];
                 if (stats) record(*stats, node, thread, start_ns);
+                if (activity) activity->ended(static_cast<std::size_t>(id));
                 if (!status.ok())
                   s->record_error(status.with_context(node.node->type + " '" + node.node->name +
                                                       "' on " + node.device->name()));
@@ -288,6 +310,7 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
                 process(s, std::move(next));
               });
         } catch (...) {
+          if (activity) activity->ended(static_cast<std::size_t>(id));
           s->record_error(Status::from_current_exception().with_context(
               p.node->type + " '" + p.node->name + "' on " + p.device->name()));
           finish_node(s, id, ready);
@@ -296,7 +319,9 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
       }
 
       StepStatsCollector* const stats = s->step->stats;
+      StepActivity* const activity = s->step->activity;
       const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
+      if (activity) activity->started(static_cast<std::size_t>(id));
       try {
         OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs);
         p.kernel->compute(ctx);
@@ -304,6 +329,7 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
         s->record_error(Status::from_current_exception().with_context(
             p.node->type + " '" + p.node->name + "' on " + p.device->name()));
       }
+      if (activity) activity->ended(static_cast<std::size_t>(id));
       if (stats) record(*stats, p, trace_thread_id(), start_ns);
     }
     finish_node(s, id, ready);
@@ -333,6 +359,32 @@ inline void Executor::finish_node(StepState* s, int id, std::vector<int>& ready)
     }
   }
   if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) complete_step(s);
+}
+
+inline bool Executor::keep_off_this_thread(const StepState* s, const PlanNode& p,
+                                           const Entry* const* inputs) const {
+  if (!p.expensive || !s->pool || !detail::on_network_thread()) return false;
+  if (p.runs_long) return true;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < p.inputs.size(); ++i)
+    if (!inputs[i]->ref) bytes += inputs[i]->tensor.nbytes();
+  return bytes > kNetworkInlineBytes;
+}
+
+inline std::string Executor::describe_op(std::size_t index) const {
+  const detail::Node& node = *plan_.at(index).node;
+  std::string text = node.type + " '" + node.name + "'";
+  if (node.type != "_Recv") return text;
+  auto attr = [&](const char* name) -> std::string {
+    auto it = node.attrs.find(name);
+    const auto* value = it == node.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+    return value ? *value : std::string();
+  };
+  if (const std::string tensor = attr("tensor_name"); !tensor.empty()) text += " of " + tensor;
+  if (const std::string from = attr("send_device");
+      !from.empty() && from != plan_[index].device->name())
+    text += " from " + from;
+  return text;
 }
 
 inline void Executor::record(StepStatsCollector& stats, const PlanNode& p, std::uint32_t thread,

@@ -26,6 +26,7 @@ namespace psflow {
 class Rendezvous;
 class CancellationManager;
 class StepStatsCollector;
+class StepActivity;
 
 // What one step shares across all its kernels.
 struct StepContext {
@@ -34,6 +35,7 @@ struct StepContext {
   CancellationManager* cancellation = nullptr;  // tells waiting kernels the step failed
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   StepStatsCollector* stats = nullptr;  // set when the run is traced (runtime/step_stats.hpp)
+  StepActivity* activity = nullptr;     // set to know what a slow step runs (step_activity.hpp)
 };
 
 // A value flowing on an edge: a tensor, or a reference to a variable (VariableV2's output).
@@ -129,6 +131,9 @@ class OpKernel {
   // Cheap kernels run inline on the thread that made them ready; expensive ones may be handed
   // to another thread when several are ready at once.
   virtual bool is_expensive() const { return true; }
+  // True when its cost does not follow from its inputs' sizes (it writes or reads files, or
+  // walks a whole table): it never runs on a network thread (runtime/network_thread.hpp).
+  virtual bool runs_long() const { return false; }
 };
 
 // A kernel that finishes later (e.g. Recv waiting for a tensor). It must call `done` exactly

@@ -189,6 +189,7 @@ PSFLOW_DECL std::vector<ShardedDynamicTable> read_dynamic_tables_record(
 // Attributes shared by the three ops: which shard of which table, the slots its rows keep.
 class DynamicTableShardKernel : public DynamicTableUser {
  public:
+  bool runs_long() const override { return true; }  // reads or writes a shard file
   explicit DynamicTableShardKernel(const OpKernelConstruction& c)
       : DynamicTableUser(c),
         table_name_(c.attr<std::string>("table")),

@@ -324,6 +324,7 @@ PSFLOW_REGISTERED_AT_STARTUP const bool sharded_checkpoint_ops_registered = [] {
 // Base of the three kernels: input 0 is the request, inputs 1.. the variables' references.
 class ShardKernelBase : public OpKernel {
  public:
+  bool runs_long() const override { return true; }  // reads or writes a shard file
   explicit ShardKernelBase(const OpKernelConstruction& c)
       : entries_(decode_entries(c.attr<std::string>("entries"), c.name())),
         shard_(static_cast<std::size_t>(c.attr<std::int64_t>("shard"))),

@@ -181,6 +181,7 @@ inline std::vector<Tensor> export_table_rows(const DynamicTable& table,
 
 class DynamicTableExportKernel : public DynamicTableUser {
  public:
+  bool runs_long() const override { return true; }  // walks the whole table
   explicit DynamicTableExportKernel(const OpKernelConstruction& c)
       : DynamicTableUser(c), slots_(slots_attr(c)) {}
   void compute(OpKernelContext& ctx) override {
@@ -228,6 +229,7 @@ inline void import_exported_rows(DynamicTable& table, const std::vector<Tensor>&
 // Inputs as DynamicTableExport's outputs, after the table: import_exported_rows.
 class DynamicTableImportKernel : public DynamicTableUser {
  public:
+  bool runs_long() const override { return true; }  // fills a whole table
   explicit DynamicTableImportKernel(const OpKernelConstruction& c)
       : DynamicTableUser(c), slots_(slots_attr(c)) {}
   void compute(OpKernelContext& ctx) override {
