@@ -218,26 +218,11 @@ TEST_CASE("garbage on a server's port closes only that connection") {
   Session sess(g, worker.target());
   sess.run(global_variables_initializer(g));
 
-  namespace asio = boost::asio;
-  asio::io_context io;
   const auto colon = cluster.ps_hosts[0].rfind(':');
-  const asio::ip::tcp::endpoint ps_endpoint(
-      asio::ip::make_address("127.0.0.1"),
-      static_cast<unsigned short>(std::stoi(cluster.ps_hosts[0].substr(colon + 1))));
+  const auto ps_port =
+      static_cast<unsigned short>(std::stoi(cluster.ps_hosts[0].substr(colon + 1)));
   auto send_raw = [&](const std::string& bytes) {
-    asio::ip::tcp::socket socket(io);
-    socket.connect(ps_endpoint);
-    boost::system::error_code ec;
-    // Past the cluster handshake (no secret on either side: cluster_auth.hpp), so that the
-    // bytes reach the frame parser.
-    std::string greeting(40, '\0');
-    asio::read(socket, asio::buffer(greeting), ec);
-    std::string answer(72, '\0');
-    answer.replace(0, 5, "PSFA\x01");
-    asio::write(socket, asio::buffer(answer), ec);
-    asio::write(socket, asio::buffer(bytes), ec);
-    // The server either closes on us or waits for more; give it a moment, then hang up.
-    std::this_thread::sleep_for(50ms);
+    psflow::testing::send_after_handshake(ps_port, bytes);
   };
   using psflow::testing::header_bytes;
   std::mt19937 rng(7);
@@ -267,6 +252,38 @@ TEST_CASE("garbage on a server's port closes only that connection") {
   CHECK(cluster.ps[0]->running());
   CHECK_THAT(cluster.ps[0]->err(), Catch::Contains("closing connection"));
   worker.stop_job("ps");
+}
+
+TEST_CASE("a frame announcing tensors larger than memory is refused before any allocation") {
+  // Limits far above the machine, so that only the memory check stands in the way.
+  const std::string address = loopback(reserve_port());
+  ServerOptions options;
+  options.log = true;
+  options.limits.max_tensor_bytes = std::uint64_t{1} << 50;
+  options.limits.max_frame_bytes = std::uint64_t{1} << 50;
+  psflow::testing::LogCapture log;
+  Server ps(ClusterSpec({{"ps", {address}}}), "ps", 0, options);
+  std::string table;
+  table.push_back(static_cast<char>(DType::float32));
+  table.push_back(1);
+  const std::uint64_t elements = std::uint64_t{1} << 44;  // 64 TiB of float32
+  table.append(reinterpret_cast<const char*>(&elements), 8);
+  const auto port = static_cast<unsigned short>(std::stoi(address.substr(address.rfind(':') + 1)));
+  psflow::testing::send_after_handshake(
+      port,
+      psflow::testing::header_bytes(wire::MessageType::tensor, 0,
+                                    static_cast<std::uint32_t>(table.size()), elements * 4, 1) +
+          table);
+  CHECK(log.wait_for("more than this machine's memory"));
+  // The task lives and serves the next connection.
+  Graph g;
+  Output c;
+  {
+    auto on_ps = g.device("/job:ps/task:0");
+    c = ops::constant(g, Tensor(3.0f)) * 2.0;
+  }
+  Session sess(g, ps.target());
+  CHECK(sess.run({c})[0].scalar<float>() == 6.0f);
 }
 
 TEST_CASE("an error on the ps reaches the worker typed, naming the task and the op") {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <exception>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,14 +25,15 @@ enum class ErrorCode {
   deadline_exceeded,
   data_loss,
   internal,
-  out_of_range,     // an input ran out, e.g. a closed queue: the normal end of a loop (TF's
-                    // OutOfRange)
-  unauthenticated,  // a peer is not a member of the cluster (no or another cluster secret);
-                    // never retried: it stays so until the secrets are fixed
+  out_of_range,        // an input ran out, e.g. a closed queue: the normal end of a loop (TF's
+                       // OutOfRange)
+  unauthenticated,     // a peer is not a member of the cluster (no or another cluster secret);
+                       // never retried: it stays so until the secrets are fixed
+  resource_exhausted,  // out of memory, or a request larger than this machine could hold
 };
 
 // The last code; the wire rejects codes beyond it.
-inline constexpr ErrorCode kLastErrorCode = ErrorCode::unauthenticated;
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::resource_exhausted;
 
 inline std::string_view error_code_name(ErrorCode code) {
   switch (code) {
@@ -59,6 +61,8 @@ inline std::string_view error_code_name(ErrorCode code) {
       return "OutOfRange";
     case ErrorCode::unauthenticated:
       return "Unauthenticated";
+    case ErrorCode::resource_exhausted:
+      return "ResourceExhausted";
   }
   return "Unknown";
 }
@@ -94,6 +98,7 @@ PSFLOW_DEFINE_ERROR(DataLoss, data_loss)
 PSFLOW_DEFINE_ERROR(Internal, internal)
 PSFLOW_DEFINE_ERROR(OutOfRange, out_of_range)
 PSFLOW_DEFINE_ERROR(Unauthenticated, unauthenticated)
+PSFLOW_DEFINE_ERROR(ResourceExhausted, resource_exhausted)
 #undef PSFLOW_DEFINE_ERROR
 
 // Throws the psflow::Error subclass that matches `code`.
@@ -119,6 +124,8 @@ PSFLOW_DEFINE_ERROR(Unauthenticated, unauthenticated)
       throw OutOfRange(message);
     case ErrorCode::unauthenticated:
       throw Unauthenticated(message);
+    case ErrorCode::resource_exhausted:
+      throw ResourceExhausted(message);
     case ErrorCode::ok:
     case ErrorCode::internal:
       break;
@@ -133,12 +140,17 @@ class Status {
   Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
   static Status OK() { return {}; }
 
-  // Captures the exception in flight: a psflow::Error keeps its code, anything else is Internal.
+  // Captures the exception in flight: a psflow::Error keeps its code, std::bad_alloc is
+  // ResourceExhausted, anything else is Internal.
   static Status from_exception(const std::exception_ptr& error) {
     try {
       std::rethrow_exception(error);
     } catch (const Error& e) {
       return {e.code(), e.message()};
+    } catch (const std::bad_alloc& e) {
+      return {ErrorCode::resource_exhausted, std::string("out of memory (") + e.what() +
+                                                 "): the tensors are larger than "
+                                                 "this machine can hold now"};
     } catch (const std::exception& e) {
       return {ErrorCode::internal, e.what()};
     } catch (...) {

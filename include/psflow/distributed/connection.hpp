@@ -497,7 +497,10 @@ inline void Connection::parse_frames() {
           std::string_view(at + wire::kHeaderBytes + header_.metadata_bytes, header_.table_bytes),
           header_, limits_);
     } catch (const Error& e) {
-      return close_now(Status(ErrorCode::data_loss, e.message()), true);
+      // Malformed: DataLoss; a legal claim this machine cannot hold: ResourceExhausted.
+      return close_now(Status(e.code(), e.message()), true);
+    } catch (...) {  // std::bad_alloc: the process lives, this connection goes
+      return close_now(Status::from_current_exception(), true);
     }
     inbox_start_ += frame_start;
 
@@ -550,9 +553,18 @@ inline void Connection::deliver() {
         pending_.erase(it);
       }
     }
-    if (done) done(Status{}, std::move(frame));  // a late reply to an expired request is dropped
+    if (!done) return;  // a late reply to an expired request is dropped
+    try {
+      done(Status{}, std::move(frame));
+    } catch (...) {  // never into the I/O loop: the connection goes, the process lives
+      close_now(Status::from_current_exception().with_context("handling a reply"), true);
+    }
   } else if (on_frame_) {
-    on_frame_(shared_from_this(), std::move(frame));
+    try {
+      on_frame_(shared_from_this(), std::move(frame));
+    } catch (...) {
+      close_now(Status::from_current_exception().with_context("handling a frame"), true);
+    }
   }
 }
 

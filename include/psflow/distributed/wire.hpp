@@ -8,6 +8,8 @@
 // a check is reported as DataLoss so that only its connection is closed.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <boost/archive/binary_iarchive.hpp>
@@ -154,8 +156,19 @@ inline std::string encode_tensor_table(const std::vector<Tensor>& tensors) {
   return table;
 }
 
+// This machine's physical memory in bytes (the most any frame could ever be held in).
+inline std::uint64_t physical_memory_bytes() {
+  static const std::uint64_t bytes = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * page
+                                 : std::numeric_limits<std::uint64_t>::max();
+  }();
+  return bytes;
+}
+
 // Allocates the tensors a table describes (contents to be read into them), after checking each
-// claimed size against the limits and the header's payload total.
+// claimed size against the limits, the header's payload total and this machine's memory
+// (ResourceExhausted before anything is allocated).
 inline std::vector<Tensor> allocate_from_table(std::string_view table, const FrameHeader& h,
                                                const WireLimits& limits) {
   std::vector<Tensor> tensors;
@@ -186,6 +199,10 @@ inline std::vector<Tensor> allocate_from_table(std::string_view table, const Fra
     total += bytes;
     if (total > h.payload_bytes)
       throw DataLoss("tensor table claims more bytes than the frame carries");
+    if (total > physical_memory_bytes())
+      throw ResourceExhausted("a frame announces " + std::to_string(total) +
+                              " bytes of tensors, more than this machine's memory (" +
+                              std::to_string(physical_memory_bytes()) + " bytes)");
     tensors.push_back(Tensor::uninitialized(dtype, std::move(shape)));
   }
   if (pos != table.size()) throw DataLoss("tensor table has trailing bytes");

@@ -1,14 +1,19 @@
 // A fixed pool of worker threads running queued closures, used by the executor to run
-// expensive ops in parallel. Thread-safe; the destructor drains and joins.
+// expensive ops in parallel. A closure that throws is logged and dropped; its thread lives (the
+// executor catches what kernels throw and fails their step, so this is the last resort).
+// Thread-safe; the destructor drains and joins.
 #pragma once
 
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "psflow/core/log.hpp"
 
 namespace psflow {
 
@@ -57,7 +62,13 @@ class ThreadPool {
         task = std::move(queue_.front());
         queue_.pop_front();
       }
-      task();
+      try {
+        task();
+      } catch (const std::exception& e) {
+        log_line(std::string("a thread-pool task failed and was dropped: ") + e.what());
+      } catch (...) {
+        log_line("a thread-pool task failed with a non-standard exception and was dropped");
+      }
     }
   }
 
