@@ -204,6 +204,20 @@ def checkpoint(runs, t):
               None if p is None else p * 1e3, None if r is None else r * 1e3, "ms")
 
 
+def head_of_line(runs, t):
+    """A 4 KiB one-round-trip step's latency while another worker process pushes 64 MiB updates
+    to the same ps (bench_load), against the same steps alone in the same run."""
+    for stat, label in [("p99_us", "p99"), ("p999_us", "p99.9")]:
+        alone = get(runs, "head_of_line/alone/4KiB", stat)
+        loaded = get(runs, "head_of_line/under_64MiB_pushes/4KiB", stat)
+        target, met = "—", None
+        if stat == "p99_us":
+            target = "≤ 3 × alone"
+            met = None if (alone is None or loaded is None) else loaded <= 3 * alone
+        t.add("head of line: 4KiB step %s under 64 MiB pushes (baseline: alone)" % label,
+              loaded, alone, "us", target, met)
+
+
 CONV_LAYERS = ["28x28x1_5x5x16", "14x14x16_5x5x32", "28x28x8_3x3x16", "14x14x32_3x3x64",
                "7x7x64_3x3x64"]
 
@@ -313,6 +327,7 @@ def main(argv):
     dynamic(runs, t)
     conv(runs, t)
     checkpoint(runs, t)
+    head_of_line(runs, t)
 
     print(t.render())
 
