@@ -63,14 +63,6 @@ std::int64_t draw_id(std::uint64_t step, std::size_t i, bool dynamic, std::size_
   return dynamic ? static_cast<std::int64_t>(mix(h)) : static_cast<std::int64_t>(h % rows);
 }
 
-ServerOptions quiet_options() {
-  ServerOptions options;
-  options.log = false;
-  options.connect_timeout = 30s;
-  options.step_timeout = 300s;
-  return options;
-}
-
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -107,7 +99,7 @@ struct StepEnv {
     for (std::size_t i = 0; i < kShards; ++i) ports.push_back(ps[i]->wait_for_value("PORT", 30s));
     const ClusterSpec cluster(
         {{"ps", {"127.0.0.1:" + ports[0], "127.0.0.1:" + ports[1]}}, {"worker", {"127.0.0.1:0"}}});
-    worker = std::make_unique<Server>(cluster, "worker", 0, quiet_options());
+    worker = std::make_unique<Server>(cluster, "worker", 0, bench::quiet_server_options(300s));
     {
       auto placement = graph.device(train::replica_device_setter(
           {.worker_device = "/job:worker/task:0", .cluster = cluster}));

@@ -36,14 +36,6 @@ constexpr std::size_t kSmallFloats = 1024;     // 4 KiB
 constexpr std::size_t kBigFloats = 16u << 20;  // 64 MiB
 constexpr int kSteps = 3000;
 
-ServerOptions quiet_options() {
-  ServerOptions options;
-  options.log = false;
-  options.connect_timeout = 30s;
-  options.step_timeout = 120s;
-  return options;
-}
-
 // The ps at `ps_port`; two worker tasks that each bind a port of their own choosing.
 ClusterSpec cluster_with_ps_port(const std::string& ps_port) {
   return ClusterSpec(
@@ -77,7 +69,7 @@ struct ApplyStep {
 
 int run_pusher(const std::string& ps_port) {
   bench::die_with_parent();
-  Server worker(cluster_with_ps_port(ps_port), "worker", 1, quiet_options());
+  Server worker(cluster_with_ps_port(ps_port), "worker", 1, bench::quiet_server_options());
   ApplyStep push(1, "pushed_64MiB", kBigFloats);
   Session session(push.graph, worker.target());
   session.run(global_variables_initializer(push.graph));
@@ -113,7 +105,8 @@ struct LoadEnv {
                                  "--worker_hosts=127.0.0.1:0", "--job_name=ps", "--task_index=0"},
         logs / "ps");
     ps_port = ps->wait_for_value("PORT", 30s);
-    worker = std::make_unique<Server>(cluster_with_ps_port(ps_port), "worker", 0, quiet_options());
+    worker = std::make_unique<Server>(cluster_with_ps_port(ps_port), "worker", 0,
+                                      bench::quiet_server_options());
     small = std::make_unique<ApplyStep>(0, "stepped_4KiB", kSmallFloats);
     session = std::make_unique<Session>(small->graph, worker->target());
     session->run(global_variables_initializer(small->graph));

@@ -44,14 +44,6 @@ const std::vector<std::uint64_t> kTransferSizes = {4,           64ull << 10, 1ul
 const std::vector<std::uint64_t> kStepSizes = {4ull << 10, 1ull << 20, 64ull << 20};
 constexpr std::uint64_t kMaxBytes = 256ull << 20;
 
-ServerOptions quiet_options() {
-  ServerOptions options;
-  options.log = false;
-  options.connect_timeout = 30s;
-  options.step_timeout = 120s;  // every run is bounded (a 256 MiB fetch takes ~1 s here)
-  return options;
-}
-
 ClusterSpec cluster_with_ps_port(const std::string& ps_port) {
   return ClusterSpec({{"ps", {"127.0.0.1:" + ps_port}}, {"worker", {"127.0.0.1:0"}}});
 }
@@ -88,7 +80,8 @@ struct NetEnv {
         logs / "raw");
     const std::string ps_port = ps->wait_for_value("PORT", 30s);
     raw_port = static_cast<unsigned short>(std::stoul(raw->wait_for_value("PORT", 30s)));
-    worker = std::make_unique<Server>(cluster_with_ps_port(ps_port), "worker", 0, quiet_options());
+    worker = std::make_unique<Server>(cluster_with_ps_port(ps_port), "worker", 0,
+                                      bench::quiet_server_options());
 
     {
       auto on_ps = graph.device("/job:ps/task:0");
@@ -347,7 +340,7 @@ void memory_raw(benchmark::State& state) {
 
 // The worker process of memory_psflow: fetch a 256 MiB ps variable K times, report, stop the ps.
 int memory_worker(const std::string& ps_port, std::uint64_t bytes, int fetches) {
-  Server worker(cluster_with_ps_port(ps_port), "worker", 0, quiet_options());
+  Server worker(cluster_with_ps_port(ps_port), "worker", 0, bench::quiet_server_options());
   {
     Graph g;
     Variable var;

@@ -81,14 +81,6 @@ void draw_ids(std::uint64_t step, std::size_t rows, std::int64_t* out) {
   for (std::size_t i = 0; i < kIdsPerStep; ++i) out[i] = draw_id(step, i, rows);
 }
 
-ServerOptions quiet_options() {
-  ServerOptions options;
-  options.log = false;
-  options.connect_timeout = 30s;
-  options.step_timeout = 120s;
-  return options;
-}
-
 // Everything one table size needs: 2 ps processes, a worker Server and the graph; 2 raw_peer
 // servers and their client.
 struct SparseEnv {
@@ -127,7 +119,7 @@ struct SparseEnv {
       ps_ports.push_back(ps[i]->wait_for_value("PORT", 30s));
     const ClusterSpec cluster({{"ps", {"127.0.0.1:" + ps_ports[0], "127.0.0.1:" + ps_ports[1]}},
                                {"worker", {"127.0.0.1:0"}}});
-    worker = std::make_unique<Server>(cluster, "worker", 0, quiet_options());
+    worker = std::make_unique<Server>(cluster, "worker", 0, bench::quiet_server_options());
     {
       auto placement = graph.device(train::replica_device_setter(
           {.worker_device = "/job:worker/task:0", .cluster = cluster}));

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "psflow/distributed/server_options.hpp"
 #include "support/child_process.hpp"  // tests/support: child processes and scratch directories
 
 namespace psflow::bench {
@@ -35,6 +36,17 @@ namespace psflow::bench {
 // destructor), and a scratch directory for those files.
 using Child = psflow::testing::ChildProcess;
 using psflow::testing::TempDir;
+
+// A benchmark worker's Server: silent, with deadlines no run here comes near; `step_timeout`
+// bounds every run (a 256 MiB fetch takes about 1 s here).
+inline ServerOptions quiet_server_options(
+    std::chrono::seconds step_timeout = std::chrono::seconds(120)) {
+  ServerOptions options;
+  options.log = false;
+  options.connect_timeout = std::chrono::seconds(30);
+  options.step_timeout = step_timeout;
+  return options;
+}
 
 // ---------------------------------------------------------------------------------------------
 // For the child binaries: exit when the benchmark process that started us dies (even by

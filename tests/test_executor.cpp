@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <future>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -253,11 +253,14 @@ struct StepRun {
   }
 };
 
+// `prepare` may change the step before it starts (cancel it, give it a StepActivity).
 std::shared_ptr<StepRun> start(const Executor& executor, ThreadPool* pool,
-                               std::vector<Tensor> feeds = {}) {
+                               std::vector<Tensor> feeds = {},
+                               const std::function<void(StepRun&)>& prepare = {}) {
   auto run = std::make_shared<StepRun>();
   run->step.rendezvous = &run->rendezvous;
   run->step.cancellation = &run->cancellation;
+  if (prepare) prepare(*run);
   executor.run_async(run->step, std::move(feeds), pool, [run](Status s, std::vector<Tensor> out) {
     std::lock_guard lock(run->mutex);
     ++run->done_calls;
@@ -436,17 +439,8 @@ TEST_CASE("a step's activity shows the op it waits in while it waits, and none o
   Output after = node(g, "T_Value", "after", {wait});
   const auto executor = make_executor(g, {after});
   StepActivity activity(executor->num_nodes());
-  auto run = std::make_shared<StepRun>();
-  run->step.rendezvous = &run->rendezvous;
-  run->step.cancellation = &run->cancellation;
-  run->step.activity = &activity;
   ThreadPool pool(2);
-  executor->run_async(run->step, {}, &pool, [run](Status s, std::vector<Tensor>) {
-    std::lock_guard lock(run->mutex);
-    ++run->done_calls;
-    run->status = std::move(s);
-    run->changed.notify_all();
-  });
+  auto run = start(*executor, &pool, {}, [&](StepRun& r) { r.step.activity = &activity; });
   REQUIRE(recorder().wait_for_waiting(1));
   const auto running = activity.running();
   REQUIRE(running.size() == 1);
@@ -462,14 +456,11 @@ TEST_CASE("a step cancelled from outside starts no further op and ends with the 
   Output first = node(g, "T_Value", "first");
   Output second = node(g, "T_Value", "second", {first});
   const auto executor = make_executor(g, {second});
-  auto run = std::make_shared<StepRun>();
-  run->step.rendezvous = &run->rendezvous;
-  run->step.cancellation = &run->cancellation;
-  run->cancellation.cancel(Status(ErrorCode::deadline_exceeded, "out of time"));
-  std::promise<Status> result;
-  executor->run_async(run->step, {}, nullptr,
-                      [&result](Status s, std::vector<Tensor>) { result.set_value(s); });
-  const Status status = result.get_future().get();  // no pool: done before run_async returns
+  auto run = start(*executor, nullptr, {}, [](StepRun& r) {
+    r.cancellation.cancel(Status(ErrorCode::deadline_exceeded, "out of time"));
+  });
+  REQUIRE(run->wait());
+  const Status status = run->status;
   CHECK(status.code() == ErrorCode::deadline_exceeded);
   CHECK_THAT(status.message(), Catch::Contains("out of time"));
   CHECK(recorder().runs_of("first") == 0);
