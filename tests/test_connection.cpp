@@ -305,6 +305,7 @@ TEST_CASE(
         const std::size_t n = std::min(chunk, stream.size() - at);
         asio::write(sender, asio::buffer(stream.data() + at, n));
         at += n;
+        // The pause between tiny writes is under test: each arrives as a read of its own.
         if (small_writes && at < 300) std::this_thread::sleep_for(200us);
       }
       {
@@ -627,7 +628,7 @@ TEST_CASE("a slow big frame counts as activity: its peer is not declared dead me
   constexpr std::size_t kPieces = 25;
   const std::size_t piece = (kFloats * 4 + kPieces - 1) / kPieces;
   for (std::size_t at = 0; at < kFloats * 4; at += piece) {
-    std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(100ms);  // a slow sender: the pause between pieces is under test
     write_raw(raw, std::string(bytes + at, std::min(piece, kFloats * 4 - at)));
   }
   REQUIRE(events.wait_frames(1));
@@ -677,7 +678,7 @@ TEST_CASE("without a heartbeat timeout a silent peer is never declared dead") {
   auto [socket_c, raw] = socket_pair(loop.io);
   auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "quiet peer");
   events.start(c);
-  std::this_thread::sleep_for(1s);
+  std::this_thread::sleep_for(1s);  // the silence under test: no timeout may end it
   CHECK(c->is_open());
   pollfd p{raw.native_handle(), POLLIN, 0};
   CHECK(::poll(&p, 1, 0) == 0);  // and it sent no heartbeat

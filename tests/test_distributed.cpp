@@ -157,7 +157,10 @@ TEST_CASE("concurrent assign_add from two workers loses no update") {
 
 TEST_CASE("a worker started before its ps waits for it, then runs") {
   Cluster cluster(1, 1, /*start_ps=*/false);
-  Server worker(cluster.spec(), "worker", 0, cluster.quiet(20s));
+  psflow::testing::LogCapture log;
+  ServerOptions options = cluster.quiet(20s);
+  options.log = true;
+  Server worker(cluster.spec(), "worker", 0, options);
   Graph g;
   Variable v;
   {
@@ -166,7 +169,7 @@ TEST_CASE("a worker started before its ps waits for it, then runs") {
     v = get_variable(g, "v", {3}, constant_initializer(7));
   }
   std::thread late_start([&] {
-    std::this_thread::sleep_for(700ms);
+    log.wait_for("waiting for /job:ps/replica:0/task:0");  // the worker is trying to connect
     cluster.start_ps(0);
   });
   Session sess(g, worker.target());
@@ -777,7 +780,7 @@ TEST_CASE(
       aborted = true;
       CHECK_THAT(e.what(), Catch::Contains("/job:ps/replica:0/task:0"));
     } catch (const Unavailable&) {
-      std::this_thread::sleep_for(50ms);
+      std::this_thread::sleep_for(50ms);  // backoff before the next attempt
     }
   }
   CHECK(aborted);
@@ -797,7 +800,10 @@ TEST_CASE(
   // when ps0 is killed. ps0's failed reply then fails the step on the worker's I/O thread, which
   // must neither connect to ps1 nor wait for anything (it would wait for itself).
   Cluster cluster(2, 1);
-  auto worker = std::make_unique<Server>(cluster.spec(), "worker", 0, cluster.quiet(4s));
+  psflow::testing::LogCapture log;
+  ServerOptions options = cluster.quiet(4s);
+  options.log = true;
+  auto worker = std::make_unique<Server>(cluster.spec(), "worker", 0, options);
   auto g = std::make_unique<Graph>();
   Output x = ops::constant(*g, Tensor(2.0f), "x");  // on the worker
   Output on_ps0, on_ps1;
@@ -817,9 +823,7 @@ TEST_CASE(
   const std::string ps1 = "/job:ps/replica:0/task:1";
   cluster.ps[1]->kill(SIGKILL);
   REQUIRE(cluster.ps[1]->wait_for(10s));
-  for (int i = 0; i < 500 && worker->core().open_connection(ps1); ++i)
-    std::this_thread::sleep_for(10ms);
-  REQUIRE_FALSE(worker->core().open_connection(ps1));
+  REQUIRE(psflow::testing::eventually([&] { return !worker->core().open_connection(ps1); }, 5s));
 
   struct Outcome {
     std::mutex mutex;
@@ -845,7 +849,8 @@ TEST_CASE(
     outcome->what = what;
     outcome->ended.notify_all();
   });
-  std::this_thread::sleep_for(1s);  // the master now retries ps1, ps0 waits for the worker's x
+  // The master has sent ps0 its part and now retries ps1, which it says once it starts waiting.
+  REQUIRE(log.wait_for("waiting for /job:ps/replica:0/task:1"));
   cluster.ps[0]->kill(SIGKILL);
   bool ended;
   {

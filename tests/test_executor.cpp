@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "psflow/runtime/executor.hpp"
+#include "support/pool_drain.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
@@ -85,6 +87,7 @@ class ValueKernel : public OpKernel {
         sleep_ms_(c.has_attr("sleep_ms") ? c.attr<std::int64_t>("sleep_ms") : 0) {}
   void compute(OpKernelContext& ctx) override {
     const int start = recorder().clock.fetch_add(1);
+    // A kernel that computes for a while: its duration is what such a test is about.
     if (sleep_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));
     float sum = value_;
     for (int i = 0; i < ctx.num_inputs(); ++i) sum += ctx.input(i).data<float>()[0];
@@ -369,11 +372,14 @@ TEST_CASE("a throwing kernel fails the step with its typed error, and no branch 
   Output side = node(g, "T_Value", "side2", {node(g, "T_Value", "side1")});
   const auto executor = make_executor(g, {after, after_recv, wait, side});
 
-  ThreadPool pool(2);
-  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-    auto run = start(*executor, p);
+  for (const bool with_pool : {false, true}) {
+    std::optional<ThreadPool> pool;
+    if (with_pool) pool.emplace(2);
+    auto run = start(*executor, pool ? &*pool : nullptr);
     REQUIRE(run->wait());
-    std::this_thread::sleep_for(10ms);  // a second call of done would show up now
+    // Every task of the step has run once the pool is joined (without a pool, before start()
+    // returned): a second call of done would have come by now.
+    pool.reset();
     std::lock_guard lock(run->mutex);
     CHECK(run->done_calls == 1);
     CHECK(run->status.code() == ErrorCode::invalid_argument);
@@ -393,6 +399,7 @@ TEST_CASE("a throwing kernel fails the step with its typed error, and no branch 
   CancellationManager cancellation;
   step.rendezvous = &rendezvous;
   step.cancellation = &cancellation;
+  ThreadPool pool(2);
   CHECK_THROWS_AS(executor->run(step, {}, &pool), InvalidArgument);
 }
 
@@ -418,8 +425,9 @@ TEST_CASE("a step waiting in an asynchronous kernel ends with the status of a ca
   ThreadPool pool(2);
   auto run = start(*executor, &pool);
   REQUIRE(recorder().wait_for_waiting(1));
-  std::this_thread::sleep_for(20ms);
-  CHECK_FALSE(run->finished());  // it really waits
+  // It really waits: the pool has run everything else, only the waiting kernel can end it.
+  REQUIRE(psflow::testing::drain(pool));
+  CHECK_FALSE(run->finished());
 
   run->cancellation.cancel(Status(ErrorCode::deadline_exceeded, "stop now"));
   REQUIRE(run->wait());

@@ -11,6 +11,7 @@
 #include "psflow/train/global_step.hpp"
 #include "support/error_message.hpp"
 #include "support/local_cluster.hpp"
+#include "support/log_capture.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
@@ -119,6 +120,7 @@ TEST_CASE("a non-chief started before the chief waits, then trains") {
   CounterModel m0(cluster.spec(), 0), m1(cluster.spec(), 1);
   std::atomic<bool> non_chief_ready{false};
   std::int64_t seen_by_non_chief = -1;
+  psflow::testing::LogCapture log;
   std::thread non_chief([&] {
     train::MonitoredTrainingSession sess(m1.g,
                                          mts_options(w1, false, 1000));  // waits for the chief
@@ -126,7 +128,8 @@ TEST_CASE("a non-chief started before the chief waits, then trains") {
     sess.run(m1.train_op);
     seen_by_non_chief = sess.raw_session().run({m1.w.value()})[0].values<float>()[0];
   });
-  std::this_thread::sleep_for(500ms);
+  // The non-chief has looked and found the model uninitialized: it says so, and waits.
+  REQUIRE(log.wait_for("waiting for the chief to initialize the model"));
   CHECK_FALSE(non_chief_ready.load());
   train::MonitoredTrainingSession chief(m0.g, mts_options(w0, true, 1000));
   non_chief.join();
@@ -188,8 +191,10 @@ TEST_CASE(
 
   cluster.ps[0]->kill(SIGKILL);
   REQUIRE(cluster.ps[0]->wait_for(10s));
+  psflow::testing::LogCapture log;
   std::thread restart([&] {
-    std::this_thread::sleep_for(300ms);
+    // Once the chief's run has failed against the dead ps, the ps comes back.
+    log.wait_for("re-creating the session", 30s);
     cluster.start_ps(0);
   });
   chief.run(m0.train_op);  // fails, re-creates the session (restoring), retries

@@ -26,7 +26,9 @@
 #include "psflow/train/partition_layout.hpp"
 #include "psflow/train/saver.hpp"
 #include "psflow/train/supervisor.hpp"
+#include "support/eventually.hpp"
 #include "support/files.hpp"
+#include "support/log_capture.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace psflow;
@@ -113,15 +115,6 @@ void check_equal(const Tensor& got, const Tensor& want) {
     INFO("element " << i);
     CHECK(g[i] == w[i]);
   }
-}
-
-bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
 }
 
 }  // namespace
@@ -631,10 +624,12 @@ TEST_CASE("Supervisor chief saves every save_model_secs from its background thre
   train::Supervisor sv(m.g, options);
   Session& sess = sv.managed_session();
   m.set(sess, m.step, Tensor(std::int64_t{42}));
-  const bool saved = wait_for([&] {
-    return train::latest_checkpoint(dir.path()) ==
-           std::optional<std::string>(dir.file("model.ckpt-42"));
-  });
+  const bool saved = psflow::testing::eventually(
+      [&] {
+        return train::latest_checkpoint(dir.path()) ==
+               std::optional<std::string>(dir.file("model.ckpt-42"));
+      },
+      10s);
   CHECK(saved);
   sv.request_stop();
   CHECK(sv.should_stop());
@@ -664,19 +659,17 @@ TEST_CASE("Supervisor non-chief waits until another thread initializes the varia
   options.recovery_wait_secs = 0.02;
   options.ready_deadline_secs = 30;
   train::Supervisor sv(m.g, options);
-  std::atomic<bool> initialized{false};
+  psflow::testing::LogCapture log;
+  std::atomic<bool> saw_waiting{false};
   std::thread chief([&] {
-    std::this_thread::sleep_for(150ms);
+    // The chief initializes once the non-chief has found the model not ready and said so.
+    saw_waiting = log.wait_for("Supervisor: waiting for the chief to initialize");
     Session sess(m.g);
     sess.run(init);
-    initialized = true;
   });
-  const auto start = std::chrono::steady_clock::now();
   Session& sess = sv.managed_session();
-  const auto waited = std::chrono::steady_clock::now() - start;
   chief.join();
-  CHECK(initialized);
-  CHECK(waited >= 100ms);
+  CHECK(saw_waiting);
   CHECK(m.get(sess, m.w).equals(Tensor::filled(1.0f, {2, 2})));
   sv.stop();
 }
@@ -699,9 +692,7 @@ TEST_CASE("Supervisor non-chief gives up with DeadlineExceeded naming what is un
     CHECK_THAT(message, Catch::Contains("count") && Catch::Contains("flags") &&
                             Catch::Contains("global_step") && !Catch::Contains("w,"));
   }
-  const auto waited = std::chrono::steady_clock::now() - start;
-  CHECK(waited >= 150ms);
-  CHECK(waited < 10s);
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
 }
 
 TEST_CASE("Supervisor non-chief stops waiting when a stop is requested") {
@@ -711,8 +702,9 @@ TEST_CASE("Supervisor non-chief stops waiting when a stop is requested") {
   options.recovery_wait_secs = 5;  // the request must cut the wait short
   options.ready_deadline_secs = 30;
   train::Supervisor sv(m.g, options);
+  psflow::testing::LogCapture log;
   std::thread stopper([&] {
-    std::this_thread::sleep_for(100ms);
+    log.wait_for("Supervisor: waiting for");  // the non-chief is in its wait now
     sv.request_stop();
   });
   const auto start = std::chrono::steady_clock::now();

@@ -344,10 +344,10 @@ TEST_CASE("ps processes killed and restarted restore their variables from their 
       saver.restore(fresh, *train::latest_checkpoint(chief.path()));
       check_same(fresh.run(m.values()), want);
       restored = true;
-    } catch (const Unavailable&) {  // a connection to a killed process, not yet dropped
-      std::this_thread::sleep_for(100ms);
-    } catch (const Aborted&) {  // the restarted incarnation, seen for the first time
-      std::this_thread::sleep_for(100ms);
+    } catch (const Unavailable&) {         // a connection to a killed process, not yet dropped
+      std::this_thread::sleep_for(100ms);  // backoff before the next attempt
+    } catch (const Aborted&) {             // the restarted incarnation, seen for the first time
+      std::this_thread::sleep_for(100ms);  // backoff before the next attempt
     }
   }
   CHECK(restored);

@@ -6,6 +6,7 @@
 
 #include "psflow/psflow.hpp"
 #include "psflow/train/gradient_descent.hpp"
+#include "support/eventually.hpp"
 #include "support/local_cluster.hpp"
 
 using namespace psflow;
@@ -148,10 +149,12 @@ TEST_CASE("releasing waiters hands a token to every replica waiting now, and to 
   auto second =
       std::async(std::launch::async, [&] { return sess.run({dequeue})[0].scalar<std::int64_t>(); });
   std::int64_t released = 0;
-  for (int i = 0; i < 200 && released < 2; ++i) {  // the two dequeues start waiting soon
-    std::this_thread::sleep_for(10ms);
-    released += sess.run({release})[0].scalar<std::int64_t>();
-  }
+  psflow::testing::eventually(  // the two dequeues start waiting soon
+      [&] {
+        released += sess.run({release})[0].scalar<std::int64_t>();
+        return released >= 2;
+      },
+      10s);
   CHECK(released == 2);
   CHECK(first.get() == 42);
   CHECK(second.get() == 42);
@@ -237,10 +240,7 @@ TEST_CASE("when the chief stops, replicas waiting for a token are released and e
         r0.g, r0.options(*cluster.workers[0], true, {train::StopAtStepHook(30)}));
     while (!chief.should_stop()) chief.run(r0.train_op);
   }  // the chief's session ends here: queue closed
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!other_done && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(10ms);
-  CHECK(other_done.load());
+  CHECK(psflow::testing::eventually([&] { return other_done.load(); }, 20s));
   other.join();
   CHECK(other_steps >= 29);
 }

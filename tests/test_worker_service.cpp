@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "psflow/distributed/worker_service.hpp"
+#include "support/pool_drain.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
@@ -175,7 +176,7 @@ TEST_CASE("abort_step fails a running step with its status, the step cannot run 
   Fixture f;
   const std::string handle = f.service.register_graph(scale_partition());
   f.service.run_graph(handle, 7, f.outbox.on_done(7));
-  std::this_thread::sleep_for(10ms);
+  REQUIRE(psflow::testing::drain(f.pool));  // nothing of step 7 is left to run until x comes
   CHECK_FALSE(f.outbox.is_done(7));
   f.service.abort_step(7, Status(ErrorCode::unavailable, "step 7 failed on ps0"));
   const auto status = f.outbox.wait_done(7);
@@ -283,14 +284,14 @@ TEST_CASE("state of steps that never start is swept after the orphan time-to-liv
     WorkerService service(device, nullptr, outbox.remote_send(), std::chrono::seconds(0));
     service.deliver(100, kInKey, f32({1, 2, 3}));
     CHECK(service.active_steps() == 1);
-    std::this_thread::sleep_for(5ms);
+    std::this_thread::sleep_for(5ms);  // step 100's age, under test: older than the zero TTL
     service.deliver(101, kInKey, f32({1, 2, 3}));
     CHECK(service.active_steps() == 1);  // 100 is gone
   }
   SECTION("the default keeps them") {
     WorkerService service(device, nullptr, outbox.remote_send());
     service.deliver(100, kInKey, f32({1, 2, 3}));
-    std::this_thread::sleep_for(5ms);
+    std::this_thread::sleep_for(5ms);  // step 100's age, under test: far below the default TTL
     service.deliver(101, kInKey, f32({1, 2, 3}));
     CHECK(service.active_steps() == 2);
   }
@@ -331,8 +332,8 @@ TEST_CASE("a lost connection fails the steps receiving from that task, and only 
   REQUIRE(status);
   CHECK(status->code() == ErrorCode::unavailable);
   CHECK_THAT(status->message(), Catch::Contains("sent nothing for 10.0 s"));
-  std::this_thread::sleep_for(20ms);
-  CHECK_FALSE(f.outbox.is_done(12));  // it receives from ps1 only: still waiting
+  REQUIRE(psflow::testing::drain(f.pool));  // the abort has done all it would do
+  CHECK_FALSE(f.outbox.is_done(12));        // it receives from ps1 only: still waiting
 
   f.service.deliver(12, rendezvous_key(ps1, kPsIncarnation, kWorker, "x:0"), f32({1, 2, 3}));
   const auto other = f.outbox.wait_done(12);
