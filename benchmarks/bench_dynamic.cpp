@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_server_options.hpp"
 #include "bench_support.hpp"
 
 using namespace psflow;

@@ -29,6 +29,7 @@
 #define PSFLOW_BENCH_HAVE_APPLY_GRADIENT_DESCENT 1
 #endif
 
+#include "bench_server_options.hpp"
 #include "bench_support.hpp"
 
 using namespace psflow;

@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_server_options.hpp"
 #include "bench_support.hpp"
 
 using namespace psflow;

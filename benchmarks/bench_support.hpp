@@ -27,7 +27,6 @@
 #include <thread>
 #include <vector>
 
-#include "psflow/distributed/server_options.hpp"
 #include "support/child_process.hpp"  // tests/support: child processes and scratch directories
 
 namespace psflow::bench {
@@ -36,17 +35,6 @@ namespace psflow::bench {
 // destructor), and a scratch directory for those files.
 using Child = psflow::testing::ChildProcess;
 using psflow::testing::TempDir;
-
-// A benchmark worker's Server: silent, with deadlines no run here comes near; `step_timeout`
-// bounds every run (a 256 MiB fetch takes about 1 s here).
-inline ServerOptions quiet_server_options(
-    std::chrono::seconds step_timeout = std::chrono::seconds(120)) {
-  ServerOptions options;
-  options.log = false;
-  options.connect_timeout = std::chrono::seconds(30);
-  options.step_timeout = step_timeout;
-  return options;
-}
 
 // ---------------------------------------------------------------------------------------------
 // For the child binaries: exit when the benchmark process that started us dies (even by
@@ -106,6 +94,23 @@ inline long long minor_faults(const std::string& pid = "self") {
   for (int i = 0; i < 8; ++i)
     if (!(fields >> field)) return -1;  // state ppid pgrp session tty_nr tpgid flags minflt
   return std::stoll(field);
+}
+
+// CPU time (user + system, all threads) a process has used so far, in seconds (fields 14 and
+// 15 of /proc/<pid>/stat); -1 when unreadable.
+inline double cpu_seconds(const std::string& pid = "self") {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  long long ticks = 0;
+  for (int i = 1; i <= 13; ++i) {  // state ... cmajflt, then utime (12th) and stime (13th)
+    if (!(fields >> field)) return -1;
+    if (i >= 12) ticks += std::stoll(field);
+  }
+  return static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 // Context switches (voluntary + involuntary) of all threads of a process so far: each is a

@@ -12,7 +12,7 @@ import json
 import re
 import sys
 
-SUFFIX = re.compile(r"/(min_time|iterations|repeats|real_time)[^/]*")
+SUFFIX = re.compile(r"/(min_time|iterations|repeats|real_time|manual_time)[^/]*")
 
 PS_LITE_BYTES_PER_S = {"1MiB": 3.2e9, "64MiB": 1.5e9}  # issue 6: ps-lite push+pull on this machine
 TRANSFER_TARGET = 0.9
@@ -216,6 +216,19 @@ def head_of_line(runs, t):
             met = None if (alone is None or loaded is None) else loaded <= 3 * alone
         t.add("head of line: 4KiB step %s under 64 MiB pushes (baseline: alone)" % label,
               loaded, alone, "us", target, met)
+    t.add("4KiB step p99 while the ps saves 256 MiB shards (baseline: alone)",
+          get(runs, "save_under_load/4KiB", "p99_us"),
+          get(runs, "head_of_line/alone/4KiB", "p99_us"), "us")
+    one = get(runs, "many_workers/sparse/1", "ps_cpu_us_per_step")
+    for workers in [2, 4]:
+        key = "many_workers/sparse/%d" % workers
+        t.add("sparse rows/s, %d workers on 1 ps (baseline: 1 worker)" % workers,
+              get(runs, key, "rows_per_second"), get(runs, "many_workers/sparse/1", "rows_per_second"),
+              "rows/s")
+        cpu = get(runs, key, "ps_cpu_us_per_step")
+        t.add("ps CPU time per sparse step, %d workers (baseline: 1 worker)" % workers, cpu, one, "us",
+              "≤ 1.2 × 1 worker" if workers == 4 else "—",
+              None if (workers != 4 or cpu is None or one is None) else cpu <= 1.2 * one)
 
 
 CONV_LAYERS = ["28x28x1_5x5x16", "14x14x16_5x5x32", "28x28x8_3x3x16", "14x14x32_3x3x64",
