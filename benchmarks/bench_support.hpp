@@ -81,35 +81,33 @@ inline long long peak_rss_bytes(const std::string& pid = "self") {
 // The resident set size now (VmRSS), in bytes; -1 when it cannot be read.
 inline long long rss_bytes(const std::string& pid = "self") { return status_bytes(pid, "VmRSS"); }
 
+// The fields of /proc/<pid>/stat after the command name, from field 3 (state) on; empty when
+// unreadable.
+inline std::vector<std::string> stat_fields(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return {};
+  std::istringstream text(stat.substr(close + 1));
+  std::vector<std::string> fields;
+  for (std::string field; text >> field;) fields.push_back(field);
+  return fields;
+}
+
 // Minor page faults of a process so far (field 10 of /proc/<pid>/stat); -1 when unreadable.
 // Fresh memory is very expensive to fault in on this machine (tens of µs per 4 KiB page), so
 // the benchmarks report faults per iteration next to the times.
 inline long long minor_faults(const std::string& pid = "self") {
-  std::ifstream in("/proc/" + pid + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(stat.substr(close + 1));
-  std::string field;
-  for (int i = 0; i < 8; ++i)
-    if (!(fields >> field)) return -1;  // state ppid pgrp session tty_nr tpgid flags minflt
-  return std::stoll(field);
+  const auto fields = stat_fields(pid);
+  return fields.size() < 8 ? -1 : std::stoll(fields[7]);
 }
 
 // CPU time (user + system, all threads) a process has used so far, in seconds (fields 14 and
 // 15 of /proc/<pid>/stat); -1 when unreadable.
 inline double cpu_seconds(const std::string& pid = "self") {
-  std::ifstream in("/proc/" + pid + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(stat.substr(close + 1));
-  std::string field;
-  long long ticks = 0;
-  for (int i = 1; i <= 13; ++i) {  // state ... cmajflt, then utime (12th) and stime (13th)
-    if (!(fields >> field)) return -1;
-    if (i >= 12) ticks += std::stoll(field);
-  }
+  const auto fields = stat_fields(pid);
+  if (fields.size() < 13) return -1;
+  const long long ticks = std::stoll(fields[11]) + std::stoll(fields[12]);
   return static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
