@@ -191,6 +191,7 @@ struct LoadEnv {
   std::unique_ptr<ApplyStep> small;
   std::unique_ptr<Session> session;
   bool table_ready = false;
+  std::size_t started_children = 0;  // names their log files
 
   LoadEnv() {
     std::filesystem::create_directories(logs / "ps-checkpoints");
@@ -223,11 +224,10 @@ struct LoadEnv {
   std::unique_ptr<Child> start_child(const std::string& mode, std::vector<std::string> flags) {
     std::vector<std::string> argv{"/proc/self/exe", "--" + mode, "--ps_port=" + ps_port};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    auto child = std::make_unique<Child>(argv, logs / (mode + std::to_string(children_++)));
+    auto child = std::make_unique<Child>(argv, logs / (mode + std::to_string(started_children++)));
     child->wait_for_value("READY", 120s);
     return child;
   }
-  std::size_t children_ = 0;
 };
 
 LoadEnv& load_env() {

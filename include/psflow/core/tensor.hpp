@@ -186,10 +186,10 @@ class Tensor {
   }
 
   // True when no other Tensor shares this buffer, so it may be written in place.
+  // use_count() is a relaxed load. The owners that let go did so with a release decrement;
+  // acquiring after seeing 1 orders their last reads of the buffer before our writes to it.
   bool is_sole_owner() const noexcept {
     if (!buffer_ || buffer_.use_count() != 1) return false;
-      // use_count() is a relaxed load. The owners that let go did so with a release decrement;
-      // acquiring after seeing 1 orders their last reads of the buffer before our writes to it.
 #if defined(__SANITIZE_THREAD__)
     // ThreadSanitizer does not model fences (GCC warns): an acquire-release read-modify-write
     // of the same count (copying the pointer) orders the same, visibly to it.

@@ -118,9 +118,8 @@ struct TaskFlags {
   // This task's host:port.
   std::string address() const { return cluster.task_address(job_name, task_index); }
   // ServerOptions with what the flags say: heartbeat_timeout, slow_step_warning, checkpoint_dir;
-  // bind_address for
-  // --bind_all; the TLS files of --tls_cert, --tls_key, --tls_ca (the Server checks them);
-  // cluster_secret read from --secret_file (one trailing newline dropped), else
+  // bind_address for --bind_all; the TLS files of --tls_cert, --tls_key, --tls_ca (the Server
+  // checks them); cluster_secret read from --secret_file (one trailing newline dropped), else
   // PSFLOW_CLUSTER_SECRET's. Throws InvalidArgument for a secret file that cannot be read or is
   // empty.
   ServerOptions server_options() const;

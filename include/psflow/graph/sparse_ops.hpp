@@ -72,6 +72,9 @@ inline constexpr const char* kDistinctIndices = "distinct_indices";
 // gather(params, indices) for indices known to be distinct (a lookup's Unique ids): its
 // gradient's IndexedSlices has unique_indices set.
 PSFLOW_DECL Output gather_distinct(Output params, Output indices);
+// The ResourceGather of variable reference `ref`, colocated with it, with `attrs`.
+PSFLOW_DECL Output resource_gather(Output ref, Output indices, AttrMap attrs,
+                                   std::string_view name);
 }  // namespace detail
 
 namespace ops {
@@ -227,10 +230,7 @@ PSFLOW_DECL Output unsorted_segment_sum(Output data, Output segment_ids, Output 
 }
 
 PSFLOW_DECL Output gather(Output params, Output indices, std::string_view name) {
-  if (params.valid() && params.is_ref()) {
-    auto colocated = params.graph().colocate_with(params.op());
-    return detail::build_op("ResourceGather", {params, indices}, {}, name, "Gather").output(0);
-  }
+  if (params.valid() && params.is_ref()) return detail::resource_gather(params, indices, {}, name);
   return detail::build_op("GatherV2", {params, indices}, {{"axis", std::int64_t{0}}}, name,
                           "GatherV2")
       .output(0);
@@ -270,11 +270,15 @@ PSFLOW_DECL IndexedSlices::operator Output() const { return ops::indexed_slices_
 
 namespace psflow::detail {
 
+PSFLOW_DECL Output resource_gather(Output ref, Output indices, AttrMap attrs,
+                                   std::string_view name) {
+  auto colocated = ref.graph().colocate_with(ref.op());
+  return build_op("ResourceGather", {ref, indices}, std::move(attrs), name, "Gather").output(0);
+}
+
 PSFLOW_DECL Output gather_distinct(Output params, Output indices) {
   if (!params.valid() || !params.is_ref()) return ops::gather(params, indices);
-  auto colocated = params.graph().colocate_with(params.op());
-  return build_op("ResourceGather", {params, indices}, {{kDistinctIndices, true}}, "", "Gather")
-      .output(0);
+  return resource_gather(params, indices, {{kDistinctIndices, true}}, "");
 }
 
 // d(gather(params, ids))/d(params): IndexedSlices of the incoming rows at the ids, shaped like

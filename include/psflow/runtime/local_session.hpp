@@ -58,12 +58,12 @@ class LocalSession : public SessionImpl {
     feed_values.reserve(feeds.size());
     for (const auto& [out, value] : feeds) feed_values.push_back(value);
     StepContext step;
-    // Shared with the deadline's callback, which may still be cancelling as the step ends.
-    auto cancellation = std::make_shared<CancellationManager>();
+    CancellationManager cancellation;
     step.step_id = runtime_.next_step_id++;
-    step.cancellation = cancellation.get();
-    const StepDeadline deadline(options.timeout_in_ms, [cancellation](const Status& status) {
-      cancellation->cancel(status);
+    step.cancellation = &cancellation;
+    // Destroyed first, waiting for a cancel in progress: the callback may use `cancellation`.
+    const StepDeadline deadline(options.timeout_in_ms, [&cancellation](const Status& status) {
+      cancellation.cancel(status);
     });
     if (!options.trace || !metadata)
       return caller_owned(executor->run(step, std::move(feed_values), pool_));

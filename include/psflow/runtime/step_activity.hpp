@@ -30,7 +30,6 @@ class StepActivity {
       if (running_[i].load(std::memory_order_relaxed)) ops.push_back(i);
     return ops;
   }
-  std::size_t size() const noexcept { return size_; }
 
  private:
   std::unique_ptr<std::atomic<bool>[]> running_;
