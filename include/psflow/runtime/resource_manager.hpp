@@ -3,12 +3,21 @@
 // A VariableResource is updated copy-on-write: readers take a Tensor sharing the current
 // buffer; an in-place update happens only when nobody else holds that buffer, otherwise the
 // update writes a fresh buffer and swaps it in. So a reader never sees a torn value, and
-// concurrent updates from several workers are each applied whole (one mutex per variable).
+// concurrent updates from several workers are each applied whole.
+//
+// Locking: one reader-writer lock per variable, and kRowStripes row-stripe mutexes. Reads,
+// assignments and dense updates hold the variable's lock exclusively. Work on a few rows
+// (sparse updates, gathers) holds it shared (RowAccess) and locks only the stripes of its rows,
+// so updates of different rows from several workers run at once and updates of one row stay
+// exact. The exclusive holders take no stripe lock and the shared ones never copy the value, so
+// while a RowAccess is held the buffer stays where it is and no new reader can share it.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <typeinfo>
 #include <utility>
@@ -17,6 +26,7 @@
 #include "psflow/core/error.hpp"
 #include "psflow/core/tensor.hpp"
 #include "psflow/graph/partial_shape.hpp"
+#include "psflow/runtime/row_stripes.hpp"
 
 namespace psflow {
 
@@ -34,7 +44,7 @@ class VariableResource {
   const PartialShape& declared_shape() const noexcept { return shape_; }
 
   bool initialized() const {
-    std::lock_guard lock(mutex_);
+    std::shared_lock lock(mutex_);
     return !value_.empty();
   }
 
@@ -45,15 +55,26 @@ class VariableResource {
     return value_;
   }
 
-  // Runs fn(value) under the variable's lock without taking a share of the buffer, so an update
-  // after it can still happen in place (row reads of a big table); throws FailedPrecondition
-  // when uninitialized.
-  template <class Fn>
-  decltype(auto) read_locked(Fn&& fn) const {
-    std::lock_guard lock(mutex_);
-    if (value_.empty()) throw_uninitialized();
-    return fn(static_cast<const Tensor&>(value_));
-  }
+  // Shared access for work on a few rows at a time: holds the variable's lock shared, and the
+  // holder locks the stripe of each row it reads or writes (stripe(row_stripe(row))), one
+  // stripe at a time. The buffer may be written in place only when writable(): no reader holds
+  // a share of it (otherwise update() copies it first). Throws FailedPrecondition when
+  // uninitialized.
+  class RowAccess {
+   public:
+    explicit RowAccess(VariableResource& var) : var_(&var), lock_(var.mutex_) {
+      if (var.value_.empty()) var.throw_uninitialized();
+    }
+    const Tensor& value() const noexcept { return var_->value_; }
+    bool writable() const noexcept { return var_->value_.is_sole_owner(); }
+    // The buffer to write rows into, under their stripes' locks; only when writable().
+    Tensor& buffer() noexcept { return var_->value_; }
+    std::mutex& stripe(std::size_t s) const noexcept { return var_->stripes_[s]; }
+
+   private:
+    VariableResource* var_;
+    std::shared_lock<std::shared_mutex> lock_;
+  };
 
   // Replaces the value. Throws InvalidArgument for a dtype mismatch, or a shape that differs from
   // the declared one when validate_shape is set.
@@ -140,9 +161,10 @@ class VariableResource {
   const std::string device_;
   const DType dtype_;
   const PartialShape shape_;
-  mutable std::mutex mutex_;
+  mutable std::shared_mutex mutex_;  // see the file comment
   Tensor value_;
-  int lock_free_writers_ = 0;  // LockFreeWriters alive, under mutex_
+  std::array<std::mutex, kRowStripes> stripes_;  // rows' locks under a shared mutex_
+  int lock_free_writers_ = 0;                    // LockFreeWriters alive, under mutex_
 };
 
 // Variables of one device, by name. Thread-safe; returned pointers stay valid until clear().

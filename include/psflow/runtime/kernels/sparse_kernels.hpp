@@ -1,7 +1,9 @@
 // Kernels of the sparse ops (graph/sparse_ops.hpp): GatherV2 and ResourceGather copy whole
-// rows (ResourceGather under the variable's lock, holding no share of its buffer, so updates
-// stay in place), the scatters change only the given rows of a variable (in place when no reader
-// holds its buffer, see VariableResource::update), Unique hashes the values once,
+// rows (ResourceGather under the variable's shared lock and its rows' stripe locks, holding no
+// share of its buffer, so updates stay in place), the scatters change only the given rows of a
+// variable (in place under the same locks when no reader holds its buffer, see
+// VariableResource::RowAccess; otherwise a copy under its exclusive lock), Unique hashes the
+// values once,
 // UnsortedSegmentSum and IndexedSlicesToDense add rows into a zeroed result. Every id is checked
 // before a row is read or written, so a bad id fails the step with nothing applied.
 #pragma once
@@ -10,12 +12,16 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "psflow/core/compilation.hpp"
 #include "psflow/graph/sparse_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
+#include "psflow/runtime/row_stripes.hpp"
 
 namespace psflow {
 
@@ -51,9 +57,83 @@ inline Shape rows_shape(const Shape& indices, const Shape& table) {
   return shape;
 }
 
-// Copies rows `indices` of `params` into output 0 of ctx.
-inline void gather_rows(OpKernelContext& ctx, const Tensor& params, const Tensor& indices,
-                        const std::string& what) {
+// The rows of a sparse write: row ids[k] of the variable gets row at[k] of the update (row k
+// when `at` is empty), row_size elements each.
+struct SparseRows {
+  std::span<const std::int64_t> ids;
+  std::span<const std::size_t> at;
+  std::size_t row_size = 0;
+
+  // Calls fn(dst, src) with the offsets of each row's first element in the variable and in the
+  // update.
+  template <class Fn>
+  void for_each_row(Fn&& fn) const {
+    for (std::size_t k = 0; k < ids.size(); ++k)
+      fn(static_cast<std::size_t>(ids[k]) * row_size, (at.empty() ? k : at[k]) * row_size);
+  }
+  // Calls fn(e, i) for each element written: e is its place in the variable (and in each slot),
+  // i its place in the update.
+  template <class Fn>
+  void for_each_element(Fn&& fn) const {
+    for_each_row([&](std::size_t dst, std::size_t src) {
+      for (std::size_t j = 0; j < row_size; ++j) fn(dst + j, src + j);
+    });
+  }
+};
+
+// The checked ids of a sparse write and the size of a row of the variable.
+struct CheckedRows {
+  std::vector<std::int64_t> ids;
+  std::size_t row_size = 0;
+  SparseRows all() const { return {ids, {}, row_size}; }
+};
+
+inline std::size_t row_size_of(const Tensor& table) {
+  return table.shape()[0] == 0 ? 0 : table.size() / table.shape()[0];
+}
+
+// Fails unless every variable of `vars` is a different one.
+template <std::size_t N>
+void check_distinct_variables(const std::string& op, const std::array<VariableResource*, N>& vars) {
+  for (std::size_t i = 0; i < N; ++i)
+    for (std::size_t j = i + 1; j < N; ++j)
+      if (vars[i] == vars[j])
+        throw InvalidArgument(op + ": variable '" + vars[i]->name() +
+                              "' is passed twice; the variable and each slot must be distinct");
+}
+
+// Writes some rows of `vars` (a variable, then its slots; distinct) in place under the
+// variables' shared locks: check(buffers) validates the write against the current values and
+// returns its CheckedRows, then write(rows, buffers) runs stripe by stripe with that stripe's
+// lock held in every variable (taken in array order). Returns false, having done nothing, when
+// a reader holds one of the buffers: the caller then writes under the exclusive locks, where
+// the value is copied first.
+template <std::size_t N, class Check, class Write>
+bool write_rows_in_place(const std::array<VariableResource*, N>& vars, Check&& check,
+                         Write&& write) {
+  std::array<std::optional<VariableResource::RowAccess>, N> access;
+  std::array<Tensor*, N> buffers{};
+  for (std::size_t i = 0; i < N; ++i) {
+    access[i].emplace(*vars[i]);
+    if (!access[i]->writable()) return false;
+    buffers[i] = &access[i]->buffer();
+  }
+  const CheckedRows checked = check(buffers);
+  RowStripes(checked.ids)
+      .for_each([&](std::size_t stripe, std::span<const std::int64_t> ids,
+                    std::span<const std::size_t> at) {
+        std::array<std::unique_lock<std::mutex>, N> held;
+        for (std::size_t i = 0; i < N; ++i) held[i] = std::unique_lock(access[i]->stripe(stripe));
+        write(SparseRows{ids, at, checked.row_size}, buffers);
+      });
+  return true;
+}
+
+// Copies rows `indices` of `params` into output 0 of ctx. for_rows(ids, copy) calls copy(k) for
+// every position k of ids, in any order, under whatever locks the rows need.
+template <class ForRows>
+void gather_rows(OpKernelContext& ctx, const Tensor& params, const Tensor& indices,
+                 const std::string& what, ForRows&& for_rows) {
   if (params.rank() == 0)
     throw InvalidArgument(what + ": params must have rows, got " + params.summary());
   const std::size_t rows = params.shape()[0];
@@ -62,8 +142,16 @@ inline void gather_rows(OpKernelContext& ctx, const Tensor& params, const Tensor
   const std::size_t row_bytes = rows == 0 ? 0 : params.nbytes() / rows;
   const auto* src = static_cast<const unsigned char*>(params.raw_data());
   auto* dst = static_cast<unsigned char*>(out.raw_data());
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    std::memcpy(dst + i * row_bytes, src + static_cast<std::size_t>(ids[i]) * row_bytes, row_bytes);
+  for_rows(std::span<const std::int64_t>(ids), [&](std::size_t k) {
+    std::memcpy(dst + k * row_bytes, src + static_cast<std::size_t>(ids[k]) * row_bytes, row_bytes);
+  });
+}
+
+inline void gather_rows(OpKernelContext& ctx, const Tensor& params, const Tensor& indices,
+                        const std::string& what) {
+  gather_rows(ctx, params, indices, what, [](std::span<const std::int64_t> ids, auto copy) {
+    for (std::size_t k = 0; k < ids.size(); ++k) copy(k);
+  });
 }
 
 class GatherKernel : public OpKernel {
@@ -82,10 +170,15 @@ class ResourceGatherKernel : public OpKernel {
   explicit ResourceGatherKernel(const OpKernelConstruction&) {}
   void compute(OpKernelContext& ctx) override {
     VariableResource& var = ctx.ref_input(0);
-    const Tensor& indices = ctx.input(1);
-    var.read_locked([&](const Tensor& table) {
-      gather_rows(ctx, table, indices, "variable '" + var.name() + "'");
-    });
+    VariableResource::RowAccess access(var);
+    gather_rows(
+        ctx, access.value(), ctx.input(1), "variable '" + var.name() + "'",
+        [&](std::span<const std::int64_t> ids, auto copy) {
+          RowStripes(ids).for_each([&](std::size_t stripe, auto, std::span<const std::size_t> at) {
+            std::lock_guard lock(access.stripe(stripe));
+            for (const std::size_t k : at) copy(k);
+          });
+        });
   }
 };
 
@@ -168,8 +261,8 @@ class ScatterKernel : public OpKernel {
     const Tensor& indices = ctx.input(1);
     const Tensor& updates = ctx.input(2);
     const std::string what = "variable '" + var.name() + "'";
-    auto scatter = [&](const Tensor& current, Tensor& result) {
-      // Everything is checked before the first row changes: nothing is half-applied.
+    // Everything is checked before the first row changes: nothing is half-applied.
+    auto check = [&](const Tensor& current) {
       if (current.rank() == 0)
         throw InvalidArgument(what + ": the variable must have rows, got " + current.summary());
       if (updates.dtype() != current.dtype() ||
@@ -178,37 +271,41 @@ class ScatterKernel : public OpKernel {
                               std::string(dtype_name(current.dtype())) +
                               shape_string(rows_shape(indices.shape(), current.shape())) +
                               " (indices.shape + variable.shape[1:]), got " + updates.summary());
-      const std::size_t rows = current.shape()[0];
-      const auto ids = checked_ids(indices, rows, what);
-      if (result.raw_data() != current.raw_data())  // a reader holds the old value: copy it
-        std::memcpy(result.raw_data(), current.raw_data(), current.nbytes());
-      const std::size_t row_size = rows == 0 ? 0 : current.size() / rows;
+      return CheckedRows{checked_ids(indices, current.shape()[0], what), row_size_of(current)};
+    };
+    auto write = [&](const SparseRows& rows, Tensor& table) {
       auto apply = [&](auto tag) {
         using T = typename decltype(tag)::type;
-        T* table = result.data<T>();
+        T* values = table.data<T>();
         const T* rows_in = updates.data<T>();
-        for (std::size_t i = 0; i < ids.size(); ++i) {
-          T* dst = table + static_cast<std::size_t>(ids[i]) * row_size;
-          const T* src = rows_in + i * row_size;
-          for (std::size_t j = 0; j < row_size; ++j) {
-            if constexpr (Kind == ScatterKind::add)
-              dst[j] += src[j];
-            else if constexpr (Kind == ScatterKind::sub)
-              dst[j] -= src[j];
-            else
-              dst[j] = src[j];
-          }
-        }
+        rows.for_each_element([&](std::size_t e, std::size_t i) {
+          if constexpr (Kind == ScatterKind::add)
+            values[e] += rows_in[i];
+          else if constexpr (Kind == ScatterKind::sub)
+            values[e] -= rows_in[i];
+          else
+            values[e] = rows_in[i];
+        });
       };
       if constexpr (Kind == ScatterKind::update)
-        visit_dtype(current.dtype(), apply);
+        visit_dtype(table.dtype(), apply);
       else
-        visit_numeric_dtype(current.dtype(), type_, apply);
+        visit_numeric_dtype(table.dtype(), type_, apply);
     };
-    if (detail::uses_locking(ctx.node()))
-      var.update(scatter);
-    else
-      var.update_lock_free(scatter);
+    auto whole = [&](const Tensor& current, Tensor& result) {
+      const CheckedRows checked = check(current);
+      if (result.raw_data() != current.raw_data())  // a reader holds the old value: copy it
+        std::memcpy(result.raw_data(), current.raw_data(), current.nbytes());
+      write(checked.all(), result);
+    };
+    if (!detail::uses_locking(ctx.node()))
+      var.update_lock_free(whole);
+    else if (!write_rows_in_place<1>(
+                 {&var}, [&](const std::array<Tensor*, 1>& values) { return check(*values[0]); },
+                 [&](const SparseRows& rows, const std::array<Tensor*, 1>& values) {
+                   write(rows, *values[0]);
+                 }))
+      var.update(whole);
     ctx.set_output_ref(0, &var);
   }
 

@@ -9,8 +9,10 @@
 // lock order every Apply kernel uses), validates every input, and only then writes. Writes go
 // through VariableResource::update, so they happen in place when no reader holds the buffer (no
 // copy of a 64 MiB variable per step) and into a fresh buffer otherwise, never tearing a value
-// a reader holds. The variable references are never read through OpKernelContext::input, which
-// would keep a reader on the buffer and force that copy.
+// a reader holds. A sparse update of the given rows only holds the locks shared and locks its
+// rows' stripes instead (write_rows_in_place, VariableResource::RowAccess), so workers updating
+// different rows of one shard run at once. The variable references are never read through
+// OpKernelContext::input, which would keep a reader on the buffer and force that copy.
 #pragma once
 
 #include <array>
@@ -40,12 +42,7 @@ namespace detail {
 template <std::size_t N, class Fn>
 void update_variables_together(const OpKernelContext& ctx,
                                const std::array<VariableResource*, N>& vars, Fn&& fn) {
-  const std::string& op = ctx.node().type;
-  for (std::size_t i = 0; i < N; ++i)
-    for (std::size_t j = i + 1; j < N; ++j)
-      if (vars[i] == vars[j])
-        throw InvalidArgument(op + ": variable '" + vars[i]->name() +
-                              "' is passed twice; the variable and each slot must be distinct");
+  check_distinct_variables<N>(ctx.node().type, vars);
   std::array<const Tensor*, N> current{};
   std::array<Tensor*, N> target{};
   if (!uses_locking(ctx.node())) {
@@ -317,28 +314,12 @@ class ApplyFtrlKernel : public OpKernel {
   }
 };
 
-// The checked rows of a sparse update: the row of the variable each gradient row goes to.
-struct SparseRows {
-  std::vector<std::int64_t> ids;
-  std::size_t row_size = 0;  // elements per row
-
-  // Calls fn(e, i) for each element of the gradient rows: e is its place in the variable (and
-  // in each slot), i its place in the gradient.
-  template <class Fn>
-  void for_each_element(Fn&& fn) const {
-    for (std::size_t k = 0; k < ids.size(); ++k) {
-      const std::size_t base = static_cast<std::size_t>(ids[k]) * row_size;
-      for (std::size_t j = 0; j < row_size; ++j) fn(base + j, k * row_size + j);
-    }
-  }
-};
-
 // Validates grad [n, row...] and indices [n] against the variable's current value and the slots
 // (which must have its dtype and shape); every index is in range. Throws InvalidArgument.
 template <std::size_t N>
-SparseRows check_sparse_update(const std::string& op, const std::array<VariableResource*, N>& vars,
-                               const std::array<const Tensor*, N>& cur, const Tensor& grad,
-                               const Tensor& indices) {
+CheckedRows check_sparse_update(const std::string& op, const std::array<VariableResource*, N>& vars,
+                                const std::array<const Tensor*, N>& cur, const Tensor& grad,
+                                const Tensor& indices) {
   const Tensor& value = *cur[0];
   for (std::size_t i = 1; i < N; ++i)
     check_like_variable(op, *vars[0], value, *cur[i], "slot '" + vars[i]->name() + "'");
@@ -352,10 +333,7 @@ SparseRows check_sparse_update(const std::string& op, const std::array<VariableR
                           std::string(dtype_name(value.dtype())) +
                           shape_string(rows_shape(indices.shape(), value.shape())) +
                           " (one row of the variable per index)");
-  SparseRows rows;
-  rows.ids = checked_ids(indices, value.shape()[0], what);
-  rows.row_size = value.size() / value.shape()[0];
-  return rows;
+  return {checked_ids(indices, value.shape()[0], what), row_size_of(value)};
 }
 
 // A sparse update writes rows into `out`; when a reader holds the old buffer, `out` is a fresh
@@ -367,21 +345,38 @@ void carry_over(const std::array<const Tensor*, N>& cur, const std::array<Tensor
       std::memcpy(out[i]->raw_data(), cur[i]->raw_data(), cur[i]->nbytes());
 }
 
-// Runs a sparse Apply op: locks `vars`, checks everything, then calls
-// fn(tag, rows, out) to write the rows into out (which holds the current values).
+// Whether a sparse update writes only the rows it is given (every one but non-lazy Adam's, which
+// decays every row's moments).
+enum class SparseWrite { given_rows, every_row };
+
+// Runs a sparse Apply op: checks everything, then calls fn(tag, rows, grad, out) to write the
+// rows into out (which holds the current values). With use_locking, an update of the given rows
+// runs stripe by stripe under the variables' shared locks (write_rows_in_place), so updates of
+// other rows run at once; otherwise, or when a reader holds a buffer, under the exclusive locks.
 template <std::size_t N, class Fn>
 void sparse_update(OpKernelContext& ctx, const std::array<VariableResource*, N>& vars,
-                   int grad_input, int indices_input, Fn&& fn) {
+                   int grad_input, int indices_input, Fn&& fn,
+                   SparseWrite writes = SparseWrite::given_rows) {
   const std::string& op = ctx.node().type;
   const Tensor& grad = ctx.input(grad_input);
   const Tensor& indices = ctx.input(indices_input);
-  update_variables_together<N>(ctx, vars, [&](const auto& cur, const auto& out) {
-    const SparseRows rows = check_sparse_update<N>(op, vars, cur, grad, indices);
-    visit_floating_dtype(cur[0]->dtype(), op, [&](auto tag) {
+  check_distinct_variables<N>(op, vars);
+  auto write = [&](const SparseRows& rows, const std::array<Tensor*, N>& out) {
+    visit_floating_dtype(out[0]->dtype(), op, [&](auto tag) { fn(tag, rows, grad, out); });
+  };
+  auto check = [&](const auto& values) {
+    std::array<const Tensor*, N> cur{};
+    std::copy(values.begin(), values.end(), cur.begin());
+    return check_sparse_update<N>(op, vars, cur, grad, indices);
+  };
+  const bool in_place = writes == SparseWrite::given_rows && uses_locking(ctx.node()) &&
+                        write_rows_in_place<N>(vars, check, write);
+  if (!in_place)
+    update_variables_together<N>(ctx, vars, [&](const auto& cur, const auto& out) {
+      const CheckedRows checked = check(cur);
       carry_over<N>(cur, out);
-      fn(tag, rows, grad, out);
+      write(checked.all(), out);
     });
-  });
   ctx.set_output_ref(0, vars[0]);
 }
 
@@ -482,7 +477,8 @@ class SparseApplyAdamKernel : public OpKernel {
           });
           for (std::size_t e = 0; e < n; ++e)
             w[e] -= alpha * m_t[e] / (std::sqrt(v_t[e]) + epsilon);
-        });
+        },
+        lazy_ ? SparseWrite::given_rows : SparseWrite::every_row);
   }
 
  private:
