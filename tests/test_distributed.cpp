@@ -40,6 +40,33 @@ Tensor f32(std::vector<float> values, Shape shape) {
   return Tensor::from_vector(values, std::move(shape));
 }
 
+// Between-graph replication of a counter: each worker builds its own graph (variables on the
+// ps by replica_device_setter) and both add 1 to a 4-element int64 counter `steps` times at
+// once. Returns the counter's elements (2 * steps each when no update was lost).
+std::vector<std::int64_t> count_from_two_workers(const ClusterSpec& spec, Server& worker0,
+                                                 Server& worker1, int steps) {
+  auto build = [&](Graph& g, int task) {
+    auto placement = g.device(train::replica_device_setter(
+        {.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = spec}));
+    Variable counter = get_variable(g, "counter", {4}, zeros_initializer(), DType::int64);
+    return std::make_pair(
+        counter, counter.assign_add(ops::constant(g, Tensor::filled(std::int64_t{1}, {4}))));
+  };
+  Graph g0, g1;
+  auto [counter0, bump0] = build(g0, 0);
+  auto [counter1, bump1] = build(g1, 1);
+  Session s0(g0, worker0.target()), s1(g1, worker1.target());
+  s0.run(global_variables_initializer(g0));
+  std::thread other([&, bump = bump1] {
+    for (int i = 0; i < steps; ++i) s1.run({}, {}, {bump.op()});
+  });
+  for (int i = 0; i < steps; ++i) s0.run({}, {}, {bump0.op()});
+  other.join();
+  const Tensor value = s0.run({counter0.value()})[0];
+  const auto elements = value.values<std::int64_t>();
+  return {elements.begin(), elements.end()};
+}
+
 }  // namespace
 
 TEST_CASE("the seed's graph runs across a ps process and a worker, and the ps stops when told") {
@@ -132,27 +159,25 @@ TEST_CASE("concurrent assign_add from two workers loses no update") {
   Cluster cluster(1, 2);
   Server worker0(cluster.spec(), "worker", 0, cluster.quiet());
   Server worker1(cluster.spec(), "worker", 1, cluster.quiet());
-  auto build = [&](Graph& g, int task) {
-    auto placement = g.device(train::replica_device_setter(
-        {.worker_device = "/job:worker/task:" + std::to_string(task), .cluster = cluster.spec()}));
-    Variable counter = get_variable(g, "counter", {4}, zeros_initializer(), DType::int64);
-    return std::make_pair(
-        counter, counter.assign_add(ops::constant(g, Tensor::filled(std::int64_t{1}, {4}))));
-  };
-  Graph g0, g1;
-  auto [counter0, bump0] = build(g0, 0);
-  auto [counter1, bump1] = build(g1, 1);
-  Session s0(g0, worker0.target()), s1(g1, worker1.target());
-  s0.run(global_variables_initializer(g0));
-  constexpr int kSteps = 200;
-  std::thread other([&] {
-    for (int i = 0; i < kSteps; ++i) s1.run({}, {}, {bump1.op()});
-  });
-  for (int i = 0; i < kSteps; ++i) s0.run({}, {}, {bump0.op()});
-  other.join();
-  auto value = s0.run({counter0.value()})[0];
-  for (auto v : value.values<std::int64_t>()) CHECK(v == 2 * kSteps);
+  for (auto v : count_from_two_workers(cluster.spec(), worker0, worker1, 200)) CHECK(v == 400);
   worker0.stop_job("ps");
+}
+
+TEST_CASE("ServerOptions::io_threads: 0 is refused and 1 or 4 I/O threads serve two workers") {
+  const ClusterSpec cluster({{"ps", {loopback(reserve_port())}},
+                             {"worker", {loopback(reserve_port()), loopback(reserve_port())}}});
+  ServerOptions options;
+  options.log = false;
+  options.io_threads = 0;
+  CHECK_THROWS_WITH(Server(cluster, "ps", 0, options),
+                    Catch::Contains("io_threads is 0") && Catch::Contains("at least one"));
+  for (const std::size_t io_threads : {std::size_t{1}, std::size_t{4}}) {
+    options.io_threads = io_threads;
+    Server ps(cluster, "ps", 0, options);
+    Server worker0(cluster, "worker", 0, options);
+    Server worker1(cluster, "worker", 1, options);
+    for (auto v : count_from_two_workers(cluster, worker0, worker1, 100)) CHECK(v == 200);
+  }
 }
 
 TEST_CASE("a worker started before its ps waits for it, then runs") {
@@ -923,7 +948,7 @@ TEST_CASE(
   const std::vector<std::string> messages = refused.get();
   CHECK(messages.size() == 5);
   for (const auto& m : messages)
-    CHECK_THAT(m, Catch::Contains("called on the I/O thread of /job:worker/replica:0/task:0"));
+    CHECK_THAT(m, Catch::Contains("called on an I/O thread of /job:worker/replica:0/task:0"));
   // From a user thread the same calls work.
   CHECK(worker.core().connect(ps)->is_open());
   CHECK(worker.core().peer_incarnation(ps) != 0);

@@ -2,10 +2,10 @@
 //
 // Either side may send requests, replies and one-way frames. A frame is written with one
 // scatter-gather write (header, metadata, table and the tensor buffers themselves: no payload
-// copy), from the sending thread when the connection is idle, else by the I/O thread together
-// with everything queued behind it. Reads take whatever the socket has into a 64 KiB inbox, so
-// several small frames cost one read; large payloads go straight into newly allocated tensors.
-// A frame that fails validation closes only this connection, with the reason logged; every
+// copy), from the sending thread when the connection is idle, else on the connection's strand
+// together with everything queued behind it. Reads take whatever the socket has into a 64 KiB
+// inbox, so several small frames cost one read; large payloads go straight into newly allocated
+// tensors. A frame that fails validation closes only this connection, with the reason logged; every
 // pending request then fails with Unavailable.
 // Requests may carry a deadline, checked by a timer every 50 ms.
 //
@@ -18,12 +18,12 @@
 // the stall is not held against the peer.
 //
 // Over TLS (tls.hpp) the same frames go through an asio::ssl::stream instead of the plain
-// socket: OpenSSL's state is not thread-safe, so every write then goes through the I/O thread
-// (async_write on the strand), small pieces gathered into one record. The plain socket keeps
+// socket: OpenSSL's state is not thread-safe, so every write then goes through the strand
+// (async_write), small pieces gathered into one record. The plain socket keeps
 // its direct sendmsg path.
 //
 // Thread-safe: send(), call() and close() may be called from any thread. Handlers run on the
-// connection's strand (the I/O thread).
+// connection's strand (on one of the task's I/O threads, one handler at a time).
 #pragma once
 
 #include <sys/socket.h>
@@ -80,7 +80,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Sends a frame without blocking: when nothing else is being written it goes out from this
   // thread at once (saving a wake-up of the I/O thread per message, the larger part of a small
-  // step's latency); the rest, and frames sent meanwhile, are queued for the I/O thread. Frames
+  // step's latency); the rest, and frames sent meanwhile, are queued for the strand. Frames
   // sent while a frame handler runs on this thread are held until it returns and then written
   // together (see HeldWrites). Dropped silently once the connection is closed.
   void send(wire::Frame frame);
@@ -416,7 +416,7 @@ inline std::vector<asio::const_buffer> Connection::gather_for_tls(
 }
 
 inline bool Connection::write_queue_without_blocking() {
-  if (tls_) return false;       // OpenSSL's state is the I/O thread's alone: it writes
+  if (tls_) return false;       // OpenSSL's state is the strand's alone: it writes
   std::array<iovec, 64> iov{};  // the rest, if more, goes out on the next write
   std::size_t count = 0;
   for (const auto& out : queue_) {

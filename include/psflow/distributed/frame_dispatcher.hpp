@@ -5,7 +5,7 @@
 // closes, those steps can never finish normally (their master is gone) and are aborted.
 // Plumbing of Server, not meant for users.
 //
-// Contract: handle() and connection_closed() run on the I/O thread, as the connection's
+// Contract: handle() and connection_closed() run on an I/O thread, as the connection's
 // handlers, and never block: a step runs on the worker service's threads and is answered when
 // it ends, from whichever thread ends it. A frame that fails to decode closes only its own
 // connection, logged. Thread-safe. The owner (Server) keeps the worker service, the peer cache

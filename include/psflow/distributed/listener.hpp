@@ -5,8 +5,10 @@
 // Contract: the constructor binds and listens at once (so a taken port is reported to whoever
 // creates the Server) and throws InvalidArgument when the address does not resolve,
 // AlreadyExists when it cannot listen there. Accepted sockets go to the `accept` callback on
-// the I/O thread. close() may be called from any thread; the acceptor is closed on the I/O
-// thread. The owner runs the io_context and stops it before destroying the listener.
+// the acceptor's strand (one accept at a time; each socket on the io_context itself, so
+// connections do not share that strand). close() may be called from any thread; the acceptor is
+// closed on its strand. The owner runs the io_context (on any number of threads) and stops it
+// before destroying the listener.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -57,7 +59,7 @@ class Listener {
 
 inline Listener::Listener(asio::io_context& io, const std::string& address, const std::string& task,
                           const std::string& bind_address)
-    : io_(io), acceptor_(io) {
+    : io_(io), acceptor_(asio::make_strand(io)) {
   const HostPort split = split_host_port(address);
   host_ = split.host;
   const auto port = static_cast<unsigned short>(std::stoi(split.port));
@@ -92,25 +94,26 @@ inline Listener::Listener(asio::io_context& io, const std::string& address, cons
 
 inline void Listener::start(Accept accept) {
   accept_ = std::move(accept);
-  accept_next();
+  asio::post(acceptor_.get_executor(), [this] { accept_next(); });
 }
 
 inline void Listener::close() {
-  asio::post(io_, [this] {
+  asio::post(acceptor_.get_executor(), [this] {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
   });
 }
 
 inline void Listener::accept_next() {
-  acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
-    if (ec) return;  // acceptor closed
-    boost::system::error_code ignored;
-    auto remote = socket.remote_endpoint(ignored);
-    accept_(std::move(socket), "client " + join_host_port(remote.address().to_string(),
-                                                          std::to_string(remote.port())));
-    accept_next();
-  });
+  acceptor_.async_accept(
+      io_, [this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
+        if (ec) return;  // acceptor closed
+        boost::system::error_code ignored;
+        auto remote = socket.remote_endpoint(ignored);
+        accept_(std::move(socket), "client " + join_host_port(remote.address().to_string(),
+                                                              std::to_string(remote.port())));
+        accept_next();
+      });
 }
 
 }  // namespace psflow::detail

@@ -15,8 +15,8 @@
 //
 // Contract: run() blocks the calling thread (a user thread) until every partition of the step
 // ended; it is thread-safe, concurrent runs being separate steps. The failure path runs on
-// whichever thread saw the error first, often the server's I/O thread, so it never blocks and
-// never connects: it aborts the step over the connections open now. The session holds
+// whichever thread saw the error first, often one of the server's I/O threads, so it never blocks
+// and never connects: it aborts the step over the connections open now. The session holds
 // references to the graph and the Server, which must outlive it.
 #pragma once
 
@@ -220,7 +220,7 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
   }
 
   // First error: remember it and abort the step on every task still running it. This runs on
-  // whichever thread saw the error: the I/O thread for a failed reply or a dropped connection,
+  // whichever thread saw the error: an I/O thread for a failed reply or a dropped connection,
   // so it must not block. It uses only connections open now, never connects: a remote without
   // one either lost it (that task aborts the steps of a closed connection itself) or was not
   // sent the step yet (the loop below checks for a first error before sending).

@@ -8,9 +8,9 @@
 // says whom it waits for every wait_log_interval. Concurrent requests for one peer share one
 // attempt. The hello reply names the task that serves the address and its incarnation.
 //
-// Contract: thread-safe and never blocks. Completion callbacks run on the I/O thread, or at
+// Contract: thread-safe and never blocks. Completion callbacks run on an I/O thread, or at
 // once on the calling thread when the connection is already open or the cache is stopped, so
-// a callback must not wait for the I/O thread either. The owner (Server) runs the io_context,
+// a callback must not wait for the I/O threads either. The owner (Server) runs the io_context,
 // stops it before destroying the cache, and starts reading each new connection (`adopt`)
 // before its hello goes out.
 #pragma once
@@ -65,7 +65,7 @@ class PeerCache {
   // The open connection to `task` if there is one now, else null; never connects.
   std::shared_ptr<Connection> open_connection(const std::string& task) const;
   // Sends `frame` to `task` over its open connection, connecting first when there is none;
-  // `unreachable` gets the reason when it cannot be sent (on the I/O thread).
+  // `unreachable` gets the reason when it cannot be sent (on an I/O thread).
   void send(const std::string& task, wire::Frame frame,
             std::function<void(const Status&)> unreachable);
   // The incarnation `task` reported when we last connected (0 when never).
@@ -89,8 +89,8 @@ class PeerCache {
     std::vector<ConnectDone> waiters;
   };
 
-  // One attempt (I/O thread): resolve, connect, hello; on failure retry after a backoff until
-  // `deadline`. A give-up timer cuts an attempt still in flight (a connect nobody answers, a
+  // One attempt (on a strand of its own): resolve, connect, hello; on failure retry after a backoff
+  // until `deadline`. A give-up timer cuts an attempt still in flight (a connect nobody answers, a
   // peer that accepts but never says hello) at `deadline`. `last_why`: why the previous
   // attempt failed; `last_unresolved`: because its host name did not resolve.
   void try_connect(const std::string& task, Clock::time_point started, Clock::time_point deadline,
@@ -263,28 +263,33 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
                    nullptr, 0);
   };
   if (attempt > 0 && Clock::now() >= deadline) return give_up_now(last_why, last_unresolved);
-  // What the give-up timer must cut; all of it lives on the I/O thread.
+  // What the give-up timer must cut. Everything of one attempt (its socket, resolver and
+  // timers, and so the handshakes over the socket and the connection it becomes, whose strands
+  // run inside this one) is on the attempt's strand: the task has several I/O threads.
   struct Attempt {
     std::shared_ptr<Connection> connection;
     bool over = false;       // finished or retried: the timer has nothing to cut
     bool timed_out = false;  // the timer cut it
   };
   auto state = std::make_shared<Attempt>();
+  const auto strand = asio::make_strand(io_);
   // With TLS, `socket` is the stream's own TCP socket (sharing its lifetime), so that the
   // give-up timer below cuts a TLS attempt too.
-  auto tls = tls_ ? std::make_shared<TlsStream>(io_, *tls_) : nullptr;
+  auto tls = tls_ ? std::make_shared<TlsStream>(strand, *tls_) : nullptr;
   auto socket = tls ? std::shared_ptr<asio::ip::tcp::socket>(tls, &tls->next_layer())
-                    : std::make_shared<asio::ip::tcp::socket>(io_);
-  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
-  auto give_up = std::make_shared<asio::steady_timer>(io_, deadline);
+                    : std::make_shared<asio::ip::tcp::socket>(strand);
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(strand);
+  auto give_up = std::make_shared<asio::steady_timer>(strand, deadline);
   give_up->async_wait([state, socket, resolver](const boost::system::error_code& ec) {
     if (ec || state->over) return;
     state->timed_out = true;
     resolver->cancel();
+    if (state->connection) {
+      state->connection->close(Status(ErrorCode::deadline_exceeded, "no hello reply in time"));
+      return;
+    }
     boost::system::error_code ignored;
     socket->close(ignored);
-    if (state->connection)
-      state->connection->close(Status(ErrorCode::deadline_exceeded, "no hello reply in time"));
   });
   resolver->async_resolve(
       host_port.host, host_port.port,
@@ -308,7 +313,7 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
           const auto backoff = std::min<Clock::duration>(
               std::chrono::milliseconds(std::min(1000, 20 << std::min(attempt, 6))),
               deadline - now);
-          auto timer = std::make_shared<asio::steady_timer>(io_, backoff);
+          auto timer = std::make_shared<asio::steady_timer>(io_, backoff);  // a new attempt
           timer->async_wait([this, timer, task, started, deadline, next_log, attempt, why,
                              unresolved](const boost::system::error_code&) {
             try_connect(task, started, deadline, next_log, attempt + 1, why, unresolved);

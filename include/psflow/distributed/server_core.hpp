@@ -3,10 +3,11 @@
 // task has in the ClusterSpec, hosts the task's device (and so its variables) and a worker
 // service, connects to the other tasks, and carries the stop protocol.
 //
-// Thread-safe. The constructor starts serving (one I/O thread runs every connection); the
-// destructor stops and joins. The blocking calls (connect, call, peer_incarnation, stop_task,
-// stop_job, join) are for user threads: on the server's own I/O thread they would wait for
-// that very thread, so there they throw Internal instead. Callbacks use connect_async and
+// Thread-safe. The constructor starts serving (ServerOptions::io_threads I/O threads run the
+// connections, each connection on its own strand); the destructor stops and joins. The
+// blocking calls (connect, call, peer_incarnation, stop_task, stop_job, join) are for user
+// threads: on the server's own I/O threads they could wait for the very thread they block, so
+// there they throw Internal instead. Callbacks use connect_async and
 // open_connection. The pieces behind it, in psflow::detail: Listener (the listening socket),
 // PeerCache (connections to other tasks), FrameDispatcher (what arriving frames do) and the
 // stop protocol.
@@ -93,10 +94,10 @@ class ServerCore {
   ThreadPool* pool() noexcept { return pool_; }
 
   // The live connection to `task` (connecting, with retries, up to connect_timeout). Blocking:
-  // for user threads only (Internal on the I/O thread). Throws Unavailable naming the task and
+  // for user threads only (Internal on an I/O thread). Throws Unavailable naming the task and
   // its address.
   std::shared_ptr<Connection> connect(const std::string& task);
-  // Non-blocking form: `done` runs on the I/O thread, or at once on this thread when the
+  // Non-blocking form: `done` runs on an I/O thread, or at once on this thread when the
   // connection is open already. `patience`: how long to keep trying (zero: connect_timeout).
   void connect_async(const std::string& task,
                      std::function<void(Status, std::shared_ptr<Connection>)> done,
@@ -110,7 +111,7 @@ class ServerCore {
   // Forgets a peer's connection (e.g. after it restarted) so the next use reconnects.
   void drop_connection(const std::string& task);
 
-  // Calls `lost(task, reason)` (on the I/O thread; it must not block) whenever a connection to
+  // Calls `lost(task, reason)` (on an I/O thread; it must not block) whenever a connection to
   // one of `tasks` closes, until stop_watching(the returned id). A master watches every task of
   // a step: a lost connection may have taken tensors with it, so the step cannot finish.
   using PeerLost = std::function<void(const std::string& task, const Status& reason)>;
@@ -136,11 +137,11 @@ class ServerCore {
   void adopt(const std::shared_ptr<Connection>& connection);
   void handle_close(const std::shared_ptr<Connection>& connection, const Status& reason);
   // Every quarter of slow_step_warning, logs the steps running here longer than it (once per
-  // period each), with the ops they are in; reschedules itself on the I/O thread.
+  // period each), with the ops they are in; reschedules itself on an I/O thread.
   void check_slow_steps();
   void send_tensor(const std::string& dst_device, std::uint64_t step_id, const std::string& key,
                    Tensor value);
-  // Throws Internal when called on this server's I/O thread: `what` would wait for it.
+  // Throws Internal when called on one of this server's I/O threads: `what` would wait for it.
   void refuse_on_io_thread(std::string_view what) const;
 
   const ClusterSpec cluster_;
@@ -175,14 +176,18 @@ class ServerCore {
   };
   std::map<std::uint64_t, std::shared_ptr<Watch>> watches_;
   std::uint64_t next_watch_ = 1;
-  std::atomic<std::thread::id> io_thread_id_{};
-  std::thread io_thread_;
+  // ServerOptions::io_threads threads run io_; each stores its id at start (refuse_on_io_thread).
+  std::unique_ptr<std::atomic<std::thread::id>[]> io_thread_ids_;
+  std::vector<std::thread> io_threads_;
 };
 
 namespace detail {
 
 // A random nonzero number naming one run of a task's process.
 std::uint64_t random_incarnation();
+
+// `options`, unless it asks for no I/O thread (InvalidArgument).
+ServerOptions checked_io_threads(ServerOptions options);
 
 }  // namespace detail
 
@@ -195,6 +200,13 @@ inline std::uint64_t detail::random_incarnation() {
   return v;
 }
 
+inline ServerOptions detail::checked_io_threads(ServerOptions options) {
+  if (options.io_threads == 0)
+    throw InvalidArgument(
+        "ServerOptions::io_threads is 0: a task needs at least one I/O thread (default 2)");
+  return options;
+}
+
 inline ServerCore::Registry& ServerCore::registry() {
   static Registry servers;
   return servers;
@@ -205,7 +217,7 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
     : cluster_(cluster),
       job_(job_name),
       task_index_(task_index),
-      options_(options),
+      options_(detail::checked_io_threads(options)),
       incarnation_(detail::random_incarnation()),
       task_name_(detail::full_task_name(job_, task_index)),
       tls_(detail::make_tls_context(options_)),
@@ -261,11 +273,13 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
                                              options_.heartbeat_timeout));
         });
   });
-  io_thread_ = std::thread([this] {
-    detail::mark_network_thread();  // expensive ops that become ready here go to the pool
-    io_thread_id_.store(std::this_thread::get_id());
-    io_.run();
-  });
+  io_thread_ids_ = std::make_unique<std::atomic<std::thread::id>[]>(options_.io_threads);
+  for (std::size_t i = 0; i < options_.io_threads; ++i)
+    io_threads_.emplace_back([this, i] {
+      detail::mark_network_thread();  // expensive ops that become ready here go to the pool
+      io_thread_ids_[i].store(std::this_thread::get_id());
+      io_.run();
+    });
   log("serving on " + detail::join_host_port(listener_.host(), std::to_string(listener_.port())) +
       (options_.bind_address.empty() ? "" : ", listening on " + options_.bind_address) +
       " (incarnation " + incarnation_string(incarnation_) +
@@ -284,7 +298,7 @@ inline ServerCore::~ServerCore() {
       std::chrono::seconds(10));
   work_.reset();
   io_.stop();
-  if (io_thread_.joinable()) io_thread_.join();
+  for (auto& thread : io_threads_) thread.join();
 }
 
 inline std::string ServerCore::target() const {
@@ -316,10 +330,16 @@ inline std::string ServerCore::address_of(const std::string& task) const {
 }
 
 inline void ServerCore::refuse_on_io_thread(std::string_view what) const {
-  if (std::this_thread::get_id() != io_thread_id_.load()) return;
-  throw Internal("Server::" + std::string(what) + " called on the I/O thread of " + task_name_ +
-                 ": it would wait for that very thread and never return; a callback must use "
-                 "connect_async or open_connection instead");
+  const auto self = std::this_thread::get_id();
+  bool mine = false;
+  for (std::size_t i = 0; i < options_.io_threads && !mine; ++i)
+    mine = io_thread_ids_[i].load() == self;
+  if (!mine) return;
+  throw Internal(
+      "Server::" + std::string(what) + " called on an I/O thread of " + task_name_ +
+      ": it would block a thread that serves connections, maybe the very one it waits for; a "
+      "callback must use "
+      "connect_async or open_connection instead");
 }
 
 inline void ServerCore::join() {

@@ -63,6 +63,11 @@ struct ServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_ca_file;
+  // Threads that read and write this task's connections (each connection on a strand of its
+  // own, so one connection's frames stay in order): with several, a worker's large tensor being
+  // received or sent does not hold another worker's small step. At least 1 (InvalidArgument
+  // otherwise). Expensive ops never run on them (docs/architecture.md, "Threads of a task").
+  std::size_t io_threads = 2;
 };
 
 }  // namespace psflow

@@ -5,8 +5,8 @@
 // Server (Server::stop_task, Server::stop_job), not meant for users.
 //
 // Contract: request_stop blocks up to its timeout (twice: once to connect, once for the
-// acknowledgement), so it must not run on the I/O thread (Server::stop_task refuses that).
-// answer_stop_request runs on the I/O thread, as a frame handler, and does not block.
+// acknowledgement), so it must not run on an I/O thread (Server::stop_task refuses that).
+// answer_stop_request runs on an I/O thread, as a frame handler, and does not block.
 #pragma once
 
 #include <boost/asio.hpp>
