@@ -7,10 +7,12 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <random>
 #include <set>
@@ -25,6 +27,25 @@
 
 using namespace psflow;
 using namespace std::chrono_literals;
+
+// The next allocation on this thread fails with std::bad_alloc when set (T_ArmAllocFailure).
+// The replaced operators allocate with malloc and free with free, a matched pair GCC cannot see
+// through once they are inlined.
+thread_local bool fail_next_allocation = false;
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t size) {
+  if (fail_next_allocation) {
+    fail_next_allocation = false;
+    throw std::bad_alloc();
+  }
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace {
 
@@ -175,6 +196,17 @@ class RecvKernel : public AsyncOpKernel {
   std::string key_;
 };
 
+// T_ArmAllocFailure: a scalar, then makes the next allocation of this thread fail, so that
+// the executor's own work after it (not a kernel) throws std::bad_alloc.
+class ArmAllocFailureKernel : public OpKernel {
+ public:
+  explicit ArmAllocFailureKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    ctx.set_output(0, Tensor(1.0f));
+    fail_next_allocation = true;
+  }
+};
+
 // T_Input: stands for a fed tensor; must never run.
 class InputKernel : public OpKernel {
  public:
@@ -184,7 +216,7 @@ class InputKernel : public OpKernel {
 
 [[maybe_unused]] const bool registered = [] {
   auto& ops = OpRegistry::global();
-  for (const char* type : {"T_Value", "T_Fail", "T_Probe", "T_Wait"})
+  for (const char* type : {"T_Value", "T_Fail", "T_Probe", "T_Wait", "T_ArmAllocFailure"})
     ops.add(OpDef{type, -1, {}, false, one_float});
   for (const char* type : {"T_Keep", "T_Recv", "T_Input", "T_NoKernel"})
     ops.add(OpDef{type, 0, {}, false, one_float});
@@ -196,6 +228,7 @@ class InputKernel : public OpKernel {
   kernels.add<WaitKernel>("T_Wait");
   kernels.add<RecvKernel>("T_Recv");
   kernels.add<InputKernel>("T_Input");
+  kernels.add<ArmAllocFailureKernel>("T_ArmAllocFailure");
   return true;
 }();
 
@@ -413,6 +446,39 @@ TEST_CASE("a kernel throwing a non-psflow exception fails the step as Internal")
   REQUIRE(run->wait());
   CHECK(run->status.code() == ErrorCode::internal);
   CHECK_THAT(run->status.message(), Catch::Contains("plain exception"));
+}
+
+TEST_CASE("an allocation failing in the executor itself fails the step typed, and it ends") {
+  // T_ArmAllocFailure makes the executor's next allocation on that thread fail, outside any
+  // kernel: the list of a node's inputs (more than 8), or room for the ops after a node.
+  recorder().reset();
+  Graph g;
+  std::string where;
+  Output last;
+  SECTION("gathering the inputs of the next op") {
+    // x feeds wide 8 times, so room for all of them is made when x finishes, before arm runs.
+    Output x = node(g, "T_Value", "x");
+    Output arm = node(g, "T_ArmAllocFailure", "arm", {x});
+    std::vector<Output> inputs(8, x);
+    inputs.push_back(arm);
+    last = node(g, "T_Value", "after", {node(g, "T_Value", "wide", inputs)});
+    where = "running T_Value 'wide'";
+  }
+  SECTION("making room for the ops after one") {
+    Output arm = node(g, "T_ArmAllocFailure", "arm");
+    last = node(g, "T_Value", "after", {node(g, "T_Value", "wide", std::vector<Output>(9, arm))});
+    where = "scheduling the ops after T_ArmAllocFailure 'arm'";
+  }
+  const auto executor = make_executor(g, {last});
+  auto run = start(*executor, nullptr);
+  REQUIRE(run->wait());
+  fail_next_allocation = false;
+  std::lock_guard lock(run->mutex);
+  CHECK(run->done_calls == 1);
+  CHECK(run->status.code() == ErrorCode::resource_exhausted);
+  CHECK_THAT(run->status.message(), Catch::Contains(where));
+  CHECK(recorder().runs_of("wide") == 0);
+  CHECK(recorder().runs_of("after") == 0);
 }
 
 TEST_CASE("a step waiting in an asynchronous kernel ends with the status of a cancel") {

@@ -110,7 +110,13 @@ class Executor {
   // thread and the op is not small (see the header comment).
   bool keep_off_this_thread(const StepState* s, const PlanNode& p,
                             const Entry* const* inputs) const;
+  // Marks node `id` done: frees inputs nobody needs any more, and queues its successors that
+  // became ready in `ready` or on the pool. Throws nothing once it changed a count, so a step
+  // always ends.
   void finish_node(StepState* s, int id, std::vector<int>& ready) const;
+  // Room in `ready` for every successor of `p`, so that scheduling them cannot fail half-way;
+  // false (the step failed) when there is none.
+  static bool make_room(StepState* s, std::vector<int>& ready, const PlanNode& p);
   void complete_step(StepState* s) const;
   static void record(StepStatsCollector& stats, const PlanNode& p, std::uint32_t thread,
                      std::int64_t start_ns);
@@ -266,71 +272,79 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
     ready.pop_back();
     const PlanNode& p = plan_[static_cast<std::size_t>(id)];
     if (!s->stopped()) {
-      // Gather input pointers: small graphs keep them on the stack.
-      const Entry* stack_inputs[8];
-      std::vector<const Entry*> heap_inputs;
-      const Entry** inputs = stack_inputs;
-      if (p.inputs.size() > 8) {
-        heap_inputs.resize(p.inputs.size());
-        inputs = heap_inputs.data();
-      }
-      for (std::size_t i = 0; i < p.inputs.size(); ++i) inputs[i] = &s->at(p.inputs[i]);
-      if (keep_off_this_thread(s, p, inputs)) {
-        s->pool->submit([this, s, id] { process(s, {id}); });
-        continue;
-      }
-      Entry* outputs = s->slots.data() + p.output_base;
+      try {
+        // Gather input pointers: small graphs keep them on the stack.
+        const Entry* stack_inputs[8];
+        std::vector<const Entry*> heap_inputs;
+        const Entry** inputs = stack_inputs;
+        if (p.inputs.size() > 8) {
+          heap_inputs.resize(p.inputs.size());
+          inputs = heap_inputs.data();
+        }
+        for (std::size_t i = 0; i < p.inputs.size(); ++i) inputs[i] = &s->at(p.inputs[i]);
+        if (keep_off_this_thread(s, p, inputs)) {
+          s->pool->submit([this, s, id] { process(s, {id}); });
+          continue;
+        }
+        Entry* outputs = s->slots.data() + p.output_base;
 
-      if (p.async_kernel) {
-        // The context must live until the kernel calls back; inputs are copied for the same reason.
-        struct AsyncCall {
-          std::vector<const Entry*> inputs;
-          std::unique_ptr<OpKernelContext> ctx;
-        };
-        auto call = std::make_shared<AsyncCall>();
-        call->inputs.assign(inputs, inputs + p.inputs.size());
-        call->ctx = std::make_unique<OpKernelContext>(*p.node, *p.device, *s->step,
-                                                      call->inputs.data(), outputs);
+        if (p.async_kernel) {
+          // The context must live until the kernel calls back; inputs are copied for the same
+          // reason.
+          struct AsyncCall {
+            std::vector<const Entry*> inputs;
+            std::unique_ptr<OpKernelContext> ctx;
+          };
+          auto call = std::make_shared<AsyncCall>();
+          call->inputs.assign(inputs, inputs + p.inputs.size());
+          call->ctx = std::make_unique<OpKernelContext>(*p.node, *p.device, *s->step,
+                                                        call->inputs.data(), outputs);
+          StepStatsCollector* const stats = s->step->stats;
+          StepActivity* const activity = s->step->activity;
+          const std::uint32_t thread = stats ? trace_thread_id() : 0;
+          const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
+          if (activity) activity->started(static_cast<std::size_t>(id));
+          try {
+            p.async_kernel->compute_async(
+                *call->ctx, [this, s, id, call, stats, activity, thread, start_ns](Status status) {
+                  const PlanNode& node = plan_[static_cast<std::size_t>(id)];
+                  if (stats) record(*stats, node, thread, start_ns);
+                  if (activity) activity->ended(static_cast<std::size_t>(id));
+                  if (!status.ok())
+                    s->record_error(status.with_context(node.node->type + " '" + node.node->name +
+                                                        "' on " + node.device->name()));
+                  std::vector<int> next;
+                  finish_node(s, id, next);
+                  process(s, std::move(next));
+                });
+          } catch (...) {
+            if (activity) activity->ended(static_cast<std::size_t>(id));
+            s->record_error(Status::from_current_exception().with_context(
+                p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+            finish_node(s, id, ready);
+          }
+          continue;
+        }
+
         StepStatsCollector* const stats = s->step->stats;
         StepActivity* const activity = s->step->activity;
-        const std::uint32_t thread = stats ? trace_thread_id() : 0;
         const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
         if (activity) activity->started(static_cast<std::size_t>(id));
         try {
-          p.async_kernel->compute_async(
-              *call->ctx, [this, s, id, call, stats, activity, thread, start_ns](Status status) {
-                const PlanNode& node = plan_[static_cast<std::size_t>(id)];
-                if (stats) record(*stats, node, thread, start_ns);
-                if (activity) activity->ended(static_cast<std::size_t>(id));
-                if (!status.ok())
-                  s->record_error(status.with_context(node.node->type + " '" + node.node->name +
-                                                      "' on " + node.device->name()));
-                std::vector<int> next;
-                finish_node(s, id, next);
-                process(s, std::move(next));
-              });
+          OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs);
+          p.kernel->compute(ctx);
         } catch (...) {
-          if (activity) activity->ended(static_cast<std::size_t>(id));
           s->record_error(Status::from_current_exception().with_context(
               p.node->type + " '" + p.node->name + "' on " + p.device->name()));
-          finish_node(s, id, ready);
         }
-        continue;
-      }
-
-      StepStatsCollector* const stats = s->step->stats;
-      StepActivity* const activity = s->step->activity;
-      const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
-      if (activity) activity->started(static_cast<std::size_t>(id));
-      try {
-        OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs);
-        p.kernel->compute(ctx);
+        if (activity) activity->ended(static_cast<std::size_t>(id));
+        if (stats) record(*stats, p, trace_thread_id(), start_ns);
       } catch (...) {
+        // Something around the kernel failed (an allocation, a hand-off): the step fails
+        // typed, and the node still counts as done so the step ends.
         s->record_error(Status::from_current_exception().with_context(
-            p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+            "running " + p.node->type + " '" + p.node->name + "' on " + p.device->name()));
       }
-      if (activity) activity->ended(static_cast<std::size_t>(id));
-      if (stats) record(*stats, p, trace_thread_id(), start_ns);
     }
     finish_node(s, id, ready);
   }
@@ -343,7 +357,7 @@ inline void Executor::finish_node(StepState* s, int id, std::vector<int>& ready)
     if (s->uses[static_cast<std::size_t>(in)].fetch_sub(1, std::memory_order_acq_rel) == 1)
       s->slots[static_cast<std::size_t>(in)] = Entry{};  // its last consumer is done
   }
-  if (!s->failed.load(std::memory_order_acquire)) {
+  if (!s->failed.load(std::memory_order_acquire) && make_room(s, ready, p)) {
     bool kept_expensive = false;
     for (int succ : p.successors) {
       if (s->pending[static_cast<std::size_t>(succ)].fetch_sub(1, std::memory_order_acq_rel) != 1)
@@ -354,11 +368,26 @@ inline void Executor::finish_node(StepState* s, int id, std::vector<int>& ready)
         kept_expensive = kept_expensive || next.expensive;
         ready.push_back(succ);
       } else {
-        s->pool->submit([this, s, succ] { process(s, {succ}); });
+        try {
+          s->pool->submit([this, s, succ] { process(s, {succ}); });
+        } catch (...) {  // the pool could not take it: run it here (make_room made room)
+          ready.push_back(succ);
+        }
       }
     }
   }
   if (s->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) complete_step(s);
+}
+
+inline bool Executor::make_room(StepState* s, std::vector<int>& ready, const PlanNode& p) {
+  try {
+    ready.reserve(ready.size() + p.successors.size());
+    return true;
+  } catch (...) {
+    s->record_error(Status::from_current_exception().with_context(
+        "scheduling the ops after " + p.node->type + " '" + p.node->name + "'"));
+    return false;
+  }
 }
 
 inline bool Executor::keep_off_this_thread(const StepState* s, const PlanNode& p,
