@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,15 @@ struct IoThread {
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::thread thread{[this] { io.run(); }};
+  // Returns once every handler queued on the loop before the call, and every handler those
+  // queued in turn (a strand's hand-off), has run: the sign that a reaction had its chance.
+  void drain() {
+    for (int round = 0; round < 3; ++round) {
+      std::promise<void> ran;
+      asio::post(io, [&ran] { ran.set_value(); });
+      REQUIRE(ran.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    }
+  }
   ~IoThread() {
     work.reset();
     io.stop();
@@ -440,7 +450,7 @@ TEST_CASE(
     CHECK(later.status.code() == ErrorCode::unavailable);
   }
   c->send(wire::Frame{wire::MessageType::ping, 0, "dropped", {}});
-  std::this_thread::sleep_for(20ms);
+  loop.drain();  // whatever the send or the close could still trigger has run
   std::lock_guard lock(events.mutex);
   CHECK(events.closes.size() == 1);
   CHECK(events.closes[0].code() == ErrorCode::unavailable);
@@ -563,7 +573,7 @@ TEST_CASE("closing locally fails pending calls with the reason, a second close d
   REQUIRE(events.wait_closed());
   c->close(Status(ErrorCode::internal, "again"));
   CHECK(sees_close(raw));
-  std::this_thread::sleep_for(20ms);
+  loop.drain();  // a second close's handlers, if any, have run
   {
     std::lock_guard lock(pending.mutex);
     CHECK(pending.calls == 1);

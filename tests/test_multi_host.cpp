@@ -20,6 +20,7 @@
 
 #include "support/child_process.hpp"
 #include "support/demo_command.hpp"
+#include "support/eventually.hpp"
 #include "support/files.hpp"
 #include "support/netns.hpp"
 #include "support/temp_dir.hpp"
@@ -29,6 +30,7 @@ using namespace std::chrono_literals;
 using psflow::testing::ChildProcess;
 using psflow::testing::CommandResult;
 using psflow::testing::contains;
+using psflow::testing::eventually;
 using psflow::testing::join;
 using psflow::testing::last_logged_step;
 using psflow::testing::short_run;
@@ -40,17 +42,6 @@ namespace {
 
 // Every task listens on this port of its own host: each host has its own port space.
 constexpr unsigned short kPort = 2222;
-
-// Polls `done()` every 50 ms until it is true or `limit` passed; true when it came.
-template <class Done>
-bool eventually(Done done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
 
 // Opens a TCP connection from host `from` to `address` (bash's /dev/tcp), for at most `limit`.
 CommandResult try_connect(const TestNetwork& net, int from, const std::string& address,

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "psflow/psflow.hpp"
+#include "psflow/runtime/local_session.hpp"
 #include "psflow/train/gradient_descent.hpp"
 #include "support/eventually.hpp"
 #include "support/local_cluster.hpp"
@@ -130,7 +131,13 @@ TEST_CASE("a token dequeue waits, times out naming the chief, and a closed queue
   CHECK(sess.run({dequeue})[0].scalar<std::int64_t>() == 7);
   CHECK(sess.run({dequeue})[0].scalar<std::int64_t>() == 8);
   auto waiting = std::async(std::launch::async, [&] { return sess.run({dequeue}); });
-  std::this_thread::sleep_for(100ms);
+  // Close once the dequeue waits in the queue: closing must release a waiter, not only refuse
+  // the next dequeue.
+  const std::vector<Device*> devices = g.runtime_state<detail::LocalRuntime>().devices.devices();
+  REQUIRE(devices.size() == 1);
+  auto queue = devices[0]->resources().lookup_or_create_resource<TokenQueue>(
+      "q", [] { return new TokenQueue("q"); });
+  REQUIRE(psflow::testing::eventually([&] { return queue->waiting() == 1; }, 10s));
   sess.run(close);
   CHECK_THROWS_AS(waiting.get(), OutOfRange);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "psflow/runtime/thread_pool.hpp"
+#include "support/eventually.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
@@ -106,11 +107,13 @@ TEST_CASE("the destructor runs every queued task, then joins") {
   std::mutex mutex;
   std::condition_variable changed;
   bool open = false;
+  std::atomic<bool> saw_stopping{false};
   std::thread opener;
   {
     ThreadPool pool(1);
-    // The first task holds the only thread until shortly after the destructor has started, so
-    // the others are still queued then.
+    // The first task holds the only thread until the destructor has started, so the others
+    // are still queued then. (The pool's members live until its threads are joined, which
+    // waits for that first task, so the opener may ask it.)
     pool.submit([&] {
       std::unique_lock lock(mutex);
       changed.wait_for(lock, 10s, [&] { return open; });
@@ -118,15 +121,17 @@ TEST_CASE("the destructor runs every queued task, then joins") {
     });
     for (int i = 0; i < 100; ++i) pool.submit([&] { ran.fetch_add(1); });
     opener = std::thread([&] {
-      std::this_thread::sleep_for(50ms);
+      saw_stopping = psflow::testing::eventually([&] { return pool.stopping(); }, 10s);
       std::lock_guard lock(mutex);
       open = true;
       changed.notify_all();
     });
+    CHECK_FALSE(pool.stopping());
   }
   // The pool is gone: its destructor returned only after all 101 tasks.
   CHECK(ran.load() == 101);
   opener.join();
+  CHECK(saw_stopping.load());
 }
 
 TEST_CASE("the shared pool is one pool and runs tasks") {

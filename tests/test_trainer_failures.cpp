@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/child_process.hpp"
+#include "support/eventually.hpp"
 #include "support/trainer_runs.hpp"
 
 using namespace std::chrono_literals;
@@ -107,12 +108,7 @@ class TrainerCluster {
 // Polls `text()` every 50 ms until `done(text())` or `limit`; true when it came.
 template <class Text, class Done>
 bool eventually(Text text, Done done, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done(text())) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done(text());
+  return psflow::testing::eventually([&] { return done(text()); }, limit, 50ms);
 }
 
 // The step of the last checkpoint the chief logged as saved ("saved checkpoint .../model.ckpt-N").
@@ -229,8 +225,8 @@ TEST_CASE(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
     INFO("both workers declared the ps dead after " << took << " s");
     CHECK(took < 2 + 8);  // --heartbeat_timeout_s=2, generous slack for a loaded machine
-    std::this_thread::sleep_for(1s);
-  }  // SIGCONT
+    std::this_thread::sleep_for(1s);  // the frozen ps under test stays frozen a while longer
+  }                                   // SIGCONT
   require_clean_end(cluster, 2);
   for (int i = 0; i < 2; ++i) {
     const std::string log = cluster.worker(i).err();
@@ -310,7 +306,7 @@ TEST_CASE(
   cluster.start_all();
   const std::int64_t saved = wait_for_progress(cluster, 200);
   cluster.kill(cluster.worker(0));
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(500ms);  // the time without a chief is under test: ride it out
   CHECK(cluster.worker(1).running());  // waiting for the chief's go-ahead, within its deadline
   cluster.start("worker", 0);
   require_clean_end(cluster, 2);

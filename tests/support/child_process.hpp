@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/eventually.hpp"
 #include "support/files.hpp"
 #include "support/temp_dir.hpp"
 
@@ -73,12 +74,7 @@ class ChildProcess {
 
   // Waits up to `limit` for the process to exit; true when it did.
   bool wait_for(std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (running()) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return true;
+    return eventually([&] { return !running(); }, limit);
   }
 
   void kill(int signal = SIGKILL) {
@@ -105,7 +101,7 @@ class ChildProcess {
                                  ") before printing '" + key + "'; its stderr: " + err());
       if (std::chrono::steady_clock::now() >= deadline)
         throw std::runtime_error("child did not print '" + key + "' in time; its stderr: " + err());
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the poll interval
     }
   }
 
@@ -124,9 +120,7 @@ class StoppedProcess {
   // Returns once the child is stopped (a signal is delivered asynchronously), at most 10 s.
   explicit StoppedProcess(ChildProcess& child) : child_(child) {
     child_.kill(SIGSTOP);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline && !stopped())
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    eventually([&] { return stopped(); }, std::chrono::seconds(10), std::chrono::milliseconds(1));
   }
   StoppedProcess(const StoppedProcess&) = delete;
   StoppedProcess& operator=(const StoppedProcess&) = delete;

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "psflow/core/log.hpp"
 
@@ -17,8 +17,11 @@ class LogCapture {
   LogCapture() {
     detail::set_log_sink(
         [this](std::string_view line) {
-          std::lock_guard lock(mutex_);
-          lines_ += std::string(line) + "\n";
+          {
+            std::lock_guard lock(mutex_);
+            lines_ += std::string(line) + "\n";
+          }
+          changed_.notify_all();
         },
         this);
   }
@@ -33,16 +36,13 @@ class LogCapture {
   // Waits (bounded) until the log contains `part`.
   bool wait_for(const std::string& part,
                 std::chrono::milliseconds limit = std::chrono::seconds(10)) const {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (text().find(part) == std::string::npos) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return true;
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, limit, [&] { return lines_.find(part) != std::string::npos; });
   }
 
  private:
   mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;  // a line came
   std::string lines_;
 };
 

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "support/child_process.hpp"
+#include "support/eventually.hpp"
 #include "support/files.hpp"
 
 extern char** environ;
@@ -120,20 +121,13 @@ inline CommandResult run_bounded(std::vector<std::string> argv, std::chrono::mil
     return result;
   }
   int status = 0;
-  bool exited = false;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!(exited = ::waitpid(pid, &status, WNOHANG) == pid)) {
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto reaped = [&] { return ::waitpid(pid, &status, WNOHANG) == pid; };
+  const bool exited = eventually(reaped, limit, std::chrono::milliseconds(5));
   if (!exited) {
     result.timed_out = true;
     ::kill(pid, SIGKILL);
     // Reaped at once unless stuck in the kernel; bounded all the same.
-    const auto reap_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (::waitpid(pid, &status, WNOHANG) != pid &&
-           std::chrono::steady_clock::now() < reap_deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    eventually(reaped, std::chrono::seconds(10), std::chrono::milliseconds(5));
   } else if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
   }

@@ -2,11 +2,12 @@
 // and a way to deliver them to a task.
 #pragma once
 
+#include <poll.h>
+
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <thread>
 
 #include "psflow/distributed/wire.hpp"
 
@@ -29,8 +30,9 @@ inline std::string header_bytes(wire::MessageType type, std::uint32_t metadata, 
 }
 
 // Connects to a task at 127.0.0.1:`port`, passes the cluster handshake (no secret on either
-// side: cluster_auth.hpp) so that `bytes` reach the frame parser, sends them and hangs up after
-// a moment (the task either closes on us or waits for more).
+// side: cluster_auth.hpp) so that `bytes` reach the frame parser, sends them and hangs up: ends
+// its side, then reads until the task closes the connection (on a bad frame, or on the end of
+// its input), the sign that the task has parsed everything it was sent. At most 10 s.
 inline void send_after_handshake(unsigned short port, const std::string& bytes) {
   namespace asio = boost::asio;
   asio::io_context io;
@@ -43,7 +45,17 @@ inline void send_after_handshake(unsigned short port, const std::string& bytes) 
   answer.replace(0, 5, "PSFA\x01");
   asio::write(socket, asio::buffer(answer), ec);
   asio::write(socket, asio::buffer(bytes), ec);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // lets a parser see the bytes
+  socket.shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string sink(4096, '\0');
+  while (!ec) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd ready{socket.native_handle(), POLLIN, 0};
+    if (::poll(&ready, 1, static_cast<int>(left.count())) <= 0) break;
+    socket.read_some(asio::buffer(sink), ec);  // heartbeats, then the end
+  }
 }
 
 }  // namespace psflow::testing

@@ -43,6 +43,12 @@ class ThreadPool {
 
   std::size_t size() const noexcept { return threads_.size(); }
 
+  // True once the destructor has begun; it still runs every queued task before it returns.
+  bool stopping() const {
+    std::lock_guard lock(mutex_);
+    return stopping_;
+  }
+
   void submit(std::function<void()> task) {
     {
       std::lock_guard lock(mutex_);
@@ -72,7 +78,7 @@ class ThreadPool {
     }
   }
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;

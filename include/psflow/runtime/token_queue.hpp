@@ -111,6 +111,12 @@ class TokenQueue {
     return tokens_.size();
   }
 
+  // Dequeues waiting for a token now.
+  std::size_t waiting() const {
+    std::lock_guard lock(mutex_);
+    return waiters_.size();
+  }
+
  private:
   const std::string name_;
   mutable std::mutex mutex_;
