@@ -9,12 +9,19 @@ include_dir=$(cd "$2" && pwd) || exit 2
 failed=$(mktemp)
 trap 'rm -f "$failed"' EXIT
 cd "$include_dir" || exit 2
-# Each header twice: header-only (the default) and as a separately compiled program's files see
-# it (-DPSFLOW_SEPARATE_COMPILATION, core/compilation.hpp), where the declarations must stand
-# without the definitions. psflow/impl/ is only for the second.
+# Each header header-only (the default), and those that hide definitions from a separately
+# compiled program's files (a PSFLOW_COMPILES_IMPLEMENTATION block or PSFLOW_DECL functions,
+# core/compilation.hpp) also as such a file sees them (-DPSFLOW_SEPARATE_COMPILATION), where their
+# declarations must stand without the definitions. The other headers differ between the two ways
+# only in the headers they include, each checked both ways itself. psflow/impl/ is only for the
+# second way.
 find psflow -name '*.hpp' | sort | xargs -P "$(nproc)" -I{} sh -c '
   for mode in "" -DPSFLOW_SEPARATE_COMPILATION; do
     case "$1:$mode" in psflow/impl/*:) continue ;; esac
+    if [ -n "$mode" ] &&
+      ! grep -qE "PSFLOW_COMPILES_IMPLEMENTATION|PSFLOW_DECL|PSFLOW_REGISTERED_AT_STARTUP" "$1"; then
+      continue
+    fi
     printf "#include <%s>\n" "$1" |
       "$2" -std=c++20 -fsyntax-only -Wall -Wextra -Werror $mode -I"$3" -x c++ - 2>&1 ||
       echo "$1 ${mode:-(header-only)}" >> "$4"
