@@ -29,22 +29,44 @@ using namespace psflow;
 using namespace std::chrono_literals;
 
 // The next allocation on this thread fails with std::bad_alloc when set (T_ArmAllocFailure).
-// The replaced operators allocate with malloc and free with free, a matched pair GCC cannot see
-// through once they are inlined.
+// Every plain form of new and delete is replaced (malloc and free underneath), so whatever is
+// allocated by one is freed by its partner (AddressSanitizer checks that); the aligned forms are
+// left to the library, in pairs too. GCC cannot see that malloc/free pair through the inlined
+// operators, hence the pragma.
+namespace {
+
 thread_local bool fail_next_allocation = false;
+
+void* allocate_or_null(std::size_t size) noexcept {
+  if (fail_next_allocation) {
+    fail_next_allocation = false;
+    return nullptr;
+  }
+  return std::malloc(size == 0 ? 1 : size);
+}
+void* allocate(std::size_t size) {
+  if (void* p = allocate_or_null(size)) return p;
+  throw std::bad_alloc();
+}
+
+}  // namespace
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t size) {
-  if (fail_next_allocation) {
-    fail_next_allocation = false;
-    throw std::bad_alloc();
-  }
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
+void* operator new(std::size_t size) { return allocate(size); }
+void* operator new[](std::size_t size) { return allocate(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  return allocate_or_null(size);
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  return allocate_or_null(size);
 }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
 namespace {
