@@ -335,11 +335,9 @@ inline void ServerCore::refuse_on_io_thread(std::string_view what) const {
   for (std::size_t i = 0; i < options_.io_threads && !mine; ++i)
     mine = io_thread_ids_[i].load() == self;
   if (!mine) return;
-  throw Internal(
-      "Server::" + std::string(what) + " called on an I/O thread of " + task_name_ +
-      ": it would block a thread that serves connections, maybe the very one it waits for; a "
-      "callback must use "
-      "connect_async or open_connection instead");
+  throw Internal("Server::" + std::string(what) + " called on an I/O thread of " + task_name_ +
+                 ": it would block a thread that serves connections, maybe the very one it "
+                 "waits for; a callback must use connect_async or open_connection instead");
 }
 
 inline void ServerCore::join() {

@@ -19,35 +19,27 @@ constexpr std::size_t row_stripe(std::int64_t row) noexcept {
   return static_cast<std::size_t>(row) % kRowStripes;
 }
 
-// The rows of a batch grouped by stripe (a counting sort, stable within a stripe, so a row given
-// twice is visited in the order given).
+// The positions of a batch's rows grouped by stripe (a counting sort, stable within a stripe, so
+// a row given twice is visited in the order given).
 class RowStripes {
  public:
-  explicit RowStripes(std::span<const std::int64_t> ids) : ids_(ids.size()), at_(ids.size()) {
+  explicit RowStripes(std::span<const std::int64_t> ids) : at_(ids.size()) {
     for (const std::int64_t id : ids) ++begin_[row_stripe(id) + 1];
     for (std::size_t s = 0; s < kRowStripes; ++s) begin_[s + 1] += begin_[s];
     auto next = begin_;
-    for (std::size_t k = 0; k < ids.size(); ++k) {
-      const std::size_t slot = next[row_stripe(ids[k])]++;
-      ids_[slot] = ids[k];
-      at_[slot] = k;
-    }
+    for (std::size_t k = 0; k < ids.size(); ++k) at_[next[row_stripe(ids[k])]++] = k;
   }
 
-  // Calls fn(stripe, rows, at) for each stripe holding rows of the batch: rows[j] is the row
-  // given at position at[j] of the batch.
+  // Calls fn(stripe, at) for each stripe holding rows of the batch: `at` are the positions in
+  // the batch of its rows in that stripe, in order.
   template <class Fn>
   void for_each(Fn&& fn) const {
-    for (std::size_t s = 0; s < kRowStripes; ++s) {
-      const std::size_t n = begin_[s + 1] - begin_[s];
-      if (n == 0) continue;
-      fn(s, std::span<const std::int64_t>(ids_).subspan(begin_[s], n),
-         std::span<const std::size_t>(at_).subspan(begin_[s], n));
-    }
+    for (std::size_t s = 0; s < kRowStripes; ++s)
+      if (begin_[s + 1] > begin_[s])
+        fn(s, std::span<const std::size_t>(at_).subspan(begin_[s], begin_[s + 1] - begin_[s]));
   }
 
  private:
-  std::vector<std::int64_t> ids_;
   std::vector<std::size_t> at_;
   std::array<std::size_t, kRowStripes + 1> begin_{};
 };

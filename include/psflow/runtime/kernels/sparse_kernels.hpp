@@ -57,8 +57,8 @@ inline Shape rows_shape(const Shape& indices, const Shape& table) {
   return shape;
 }
 
-// The rows of a sparse write: row ids[k] of the variable gets row at[k] of the update (row k
-// when `at` is empty), row_size elements each.
+// The rows of a sparse write: row ids[k] of the variable gets row k of the update, row_size
+// elements each, for every k of `at` (every k when `at` is empty).
 struct SparseRows {
   std::span<const std::int64_t> ids;
   std::span<const std::size_t> at;
@@ -68,8 +68,13 @@ struct SparseRows {
   // update.
   template <class Fn>
   void for_each_row(Fn&& fn) const {
-    for (std::size_t k = 0; k < ids.size(); ++k)
-      fn(static_cast<std::size_t>(ids[k]) * row_size, (at.empty() ? k : at[k]) * row_size);
+    auto row = [&](std::size_t k) {
+      fn(static_cast<std::size_t>(ids[k]) * row_size, k * row_size);
+    };
+    if (at.empty())
+      for (std::size_t k = 0; k < ids.size(); ++k) row(k);
+    else
+      for (const std::size_t k : at) row(k);
   }
   // Calls fn(e, i) for each element written: e is its place in the variable (and in each slot),
   // i its place in the update.
@@ -119,13 +124,11 @@ bool write_rows_in_place(const std::array<VariableResource*, N>& vars, Check&& c
     buffers[i] = &access[i]->buffer();
   }
   const CheckedRows checked = check(buffers);
-  RowStripes(checked.ids)
-      .for_each([&](std::size_t stripe, std::span<const std::int64_t> ids,
-                    std::span<const std::size_t> at) {
-        std::array<std::unique_lock<std::mutex>, N> held;
-        for (std::size_t i = 0; i < N; ++i) held[i] = std::unique_lock(access[i]->stripe(stripe));
-        write(SparseRows{ids, at, checked.row_size}, buffers);
-      });
+  RowStripes(checked.ids).for_each([&](std::size_t stripe, std::span<const std::size_t> at) {
+    std::array<std::unique_lock<std::mutex>, N> held;
+    for (std::size_t i = 0; i < N; ++i) held[i] = std::unique_lock(access[i]->stripe(stripe));
+    write(SparseRows{checked.ids, at, checked.row_size}, buffers);
+  });
   return true;
 }
 
@@ -174,7 +177,7 @@ class ResourceGatherKernel : public OpKernel {
     gather_rows(
         ctx, access.value(), ctx.input(1), "variable '" + var.name() + "'",
         [&](std::span<const std::int64_t> ids, auto copy) {
-          RowStripes(ids).for_each([&](std::size_t stripe, auto, std::span<const std::size_t> at) {
+          RowStripes(ids).for_each([&](std::size_t stripe, std::span<const std::size_t> at) {
             std::lock_guard lock(access.stripe(stripe));
             for (const std::size_t k : at) copy(k);
           });
