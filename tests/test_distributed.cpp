@@ -452,6 +452,58 @@ TEST_CASE("a ps running a 3 s op keeps answering: not declared dead with heartbe
   worker.stop_job("ps");
 }
 
+// A Server going away with steps in flight: its destructor does not wait for them, the
+// worker's steps end typed, and the ps's core lives on until the last step running there ends
+// and frees it. Under ASan a step touching freed server state would fail this.
+TEST_CASE("a ps Server destroyed with 8 steps in flight ends cleanly in each of 100 rounds") {
+  ServerOptions options;
+  options.log = false;
+  options.connect_timeout = 5s;
+  options.inter_op_threads = 4;  // the ps's own pool: the last step ends on a thread it owns
+  auto& gate = psflow::testing::test_gate();
+  const std::size_t cores_before = ServerCore::instances();
+  for (int round = 0; round < 100; ++round) {
+    const ClusterSpec cluster(
+        {{"ps", {loopback(reserve_port())}}, {"worker", {loopback(reserve_port())}}});
+    auto ps = std::make_unique<Server>(cluster, "ps", 0, options);
+    Server worker(cluster, "worker", 0, options);
+    Graph g;
+    std::vector<Output> steps;
+    {
+      auto on_ps = g.device("/job:ps/task:0");
+      for (int i = 0; i < 4; ++i)  // computing on the ps's pool, deaf to the abort
+        steps.push_back(psflow::testing::gate_op(ops::constant(g, Tensor(1.0f))));
+      for (int i = 0; i < 4; ++i)  // waiting until the ps aborts them
+        steps.push_back(ops::token_queue_dequeue(g, "never_filled", /*timeout_ms=*/0));
+    }
+    Session sess(g, worker.target());
+    gate.set_open(false);
+    std::vector<std::future<std::string>> outcomes;
+    for (const Output& step : steps)
+      outcomes.push_back(std::async(std::launch::async, [&sess, step]() -> std::string {
+        try {
+          sess.run({step});
+          return "ran";
+        } catch (const Error& e) {
+          return e.what();
+        }
+      }));
+    REQUIRE(psflow::testing::eventually(
+        [&] { return ps->core().worker().active_steps() == steps.size(); }, 20s));
+    ps.reset();
+    // The gated steps still run on the ps, so its core is still there; the worker's steps
+    // have all failed (the ps went away), none waiting for the gate.
+    CHECK(ServerCore::instances() == cores_before + 2);
+    for (auto& outcome : outcomes) {
+      REQUIRE(outcome.wait_for(30s) == std::future_status::ready);
+      CHECK_THAT(outcome.get(), Catch::Contains("/job:ps/replica:0/task:0"));
+    }
+    gate.set_open(true);
+    REQUIRE(psflow::testing::eventually([&] { return ServerCore::instances() == cores_before + 1; },
+                                        20s));
+  }
+}
+
 namespace {
 
 // The [start, end] of op `name` on the ps in a traced step, on the ps's own clock: the trace's

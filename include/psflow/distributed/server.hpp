@@ -7,7 +7,9 @@
 // that stops answering is noticed (ServerOptions::heartbeat_timeout), and while waiting for a
 // peer that is not up yet the server says whom it waits for.
 //
-// Thread-safe. The constructor starts serving; the destructor stops and joins. join, stop_task
+// Thread-safe. The constructor starts serving; the destructor stops serving, fails the steps
+// running here and joins the network threads (steps still ending keep what they use alive and
+// free it when they end). join, stop_task
 // and stop_job block, so they are for the program's threads (never call them from a callback
 // psflow runs). This header declares Server only: the network machinery behind it
 // (distributed/server_core.hpp, Boost.Asio) is compiled where psflow's implementation is (every
@@ -71,7 +73,7 @@ class Server {
   ServerCore& core() noexcept { return *core_; }
 
  private:
-  std::unique_ptr<ServerCore> core_;
+  std::shared_ptr<ServerCore> core_;  // shared with the steps running here
 };
 
 }  // namespace psflow

@@ -3,8 +3,12 @@
 // task has in the ClusterSpec, hosts the task's device (and so its variables) and a worker
 // service, connects to the other tasks, and carries the stop protocol.
 //
-// Thread-safe. The constructor starts serving (ServerOptions::io_threads I/O threads run the
-// connections, each connection on its own strand); the destructor stops and joins. The
+// Thread-safe. create() starts serving (ServerOptions::io_threads I/O threads run the
+// connections, each connection on its own strand); shut_down() stops, fails the steps running
+// here and joins the I/O threads. The core is shared: its Server holds it, and so does every
+// step running here, so a step that ends after its Server is gone still finds the device, the
+// pool and the connections it uses. The last step to end deletes the core on a thread of its
+// own, never inside the step's callbacks. The
 // blocking calls (connect, call, peer_incarnation, stop_task, stop_job, join) are for user
 // threads: on the server's own I/O threads they could wait for the very thread they block, so
 // there they throw Internal instead. Callbacks use connect_async and
@@ -55,13 +59,19 @@
 
 namespace psflow {
 
-class ServerCore {
+class ServerCore : public std::enable_shared_from_this<ServerCore> {
  public:
-  ServerCore(const ClusterSpec& cluster, std::string_view job_name, std::size_t task_index,
-             ServerOptions options = {});
+  static std::shared_ptr<ServerCore> create(const ClusterSpec& cluster, std::string_view job_name,
+                                            std::size_t task_index, ServerOptions options = {});
   ServerCore(const ServerCore&) = delete;
   ServerCore& operator=(const ServerCore&) = delete;
   ~ServerCore();
+
+  // Stops serving for good: stop(), fails every step running here (Aborted) and joins the I/O
+  // threads. Steps still finishing keep the core alive. Idempotent; for the owner's thread.
+  void shut_down();
+  // How many cores exist in this process (tests see the last step's end delete its core).
+  static std::size_t instances() noexcept { return live_instances().load(); }
 
   // What Session(graph, target) connects to: "psflow://host:port" (the real port when the
   // cluster gave port 0).
@@ -126,6 +136,19 @@ class ServerCore {
   void log(const std::string& line) const;
 
  private:
+  ServerCore(const ClusterSpec& cluster, std::string_view job_name, std::size_t task_index,
+             ServerOptions options);
+  // The deleter of the shared core: on the thread that shut it down (its Server's) it deletes
+  // at once; anywhere else (the last step ending, deep in its callbacks, maybe on a pool thread
+  // the core owns) it hands the core to a new thread that deletes it.
+  struct Release {
+    void operator()(ServerCore* core) const noexcept;
+  };
+  static std::atomic<std::size_t>& live_instances() noexcept {
+    static std::atomic<std::size_t> count{0};
+    return count;
+  }
+
   // Every Server of this process, by target (for Session's "psflow://" targets).
   struct Registry {
     std::mutex mutex;
@@ -179,6 +202,8 @@ class ServerCore {
   // ServerOptions::io_threads threads run io_; each stores its id at start (refuse_on_io_thread).
   std::unique_ptr<std::atomic<std::thread::id>[]> io_thread_ids_;
   std::vector<std::thread> io_threads_;
+  std::once_flag shut_down_once_;
+  std::atomic<std::thread::id> shut_down_by_{};  // the thread that ran shut_down()
 };
 
 namespace detail {
@@ -205,6 +230,28 @@ inline ServerOptions detail::checked_io_threads(ServerOptions options) {
     throw InvalidArgument(
         "ServerOptions::io_threads is 0: a task needs at least one I/O thread (default 2)");
   return options;
+}
+
+inline std::shared_ptr<ServerCore> ServerCore::create(const ClusterSpec& cluster,
+                                                      std::string_view job_name,
+                                                      std::size_t task_index,
+                                                      ServerOptions options) {
+  return std::shared_ptr<ServerCore>(
+      new ServerCore(cluster, job_name, task_index, std::move(options)), Release{});
+}
+
+inline void ServerCore::Release::operator()(ServerCore* core) const noexcept {
+  const std::thread::id by = core->shut_down_by_.load();
+  if (by == std::thread::id{} || by == std::this_thread::get_id()) {
+    delete core;
+    return;
+  }
+  try {
+    std::thread([core] { delete core; }).detach();
+  } catch (...) {
+    // No thread to be had: keeping the core is safe, deleting it here may not be.
+    log_line("could not start a thread to delete a stopped server: its memory stays allocated");
+  }
 }
 
 inline ServerCore::Registry& ServerCore::registry() {
@@ -243,6 +290,8 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
       [this](const std::string& dst, std::uint64_t step, const std::string& key, Tensor value) {
         send_tensor(dst, step, key, std::move(value));
       });
+  worker_->keep_alive_during_steps(
+      [this]() -> std::shared_ptr<const void> { return weak_from_this().lock(); });
   if (options_.slow_step_warning.count() > 0) {
     worker_->track_activity();
     check_slow_steps();
@@ -285,20 +334,35 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
       " (incarnation " + incarnation_string(incarnation_) +
       (options_.cluster_secret.empty() ? "" : "; members only: cluster secret set") +
       (tls_ ? "; mutual TLS" : "") + ")");
+  live_instances().fetch_add(1);
 }
 
 inline ServerCore::~ServerCore() {
-  {
-    std::lock_guard lock(registry().mutex);
-    registry().servers.erase(target());
-  }
-  stop();
-  worker_->abort_all_and_wait(
-      Status(ErrorCode::aborted, "task " + task_name_ + " is shutting down"),
-      std::chrono::seconds(10));
-  work_.reset();
-  io_.stop();
-  for (auto& thread : io_threads_) thread.join();
+  shut_down();  // done already unless the core never had an owner
+  live_instances().fetch_sub(1);
+}
+
+inline void ServerCore::shut_down() {
+  std::call_once(shut_down_once_, [this] {
+    {
+      std::lock_guard lock(registry().mutex);
+      registry().servers.erase(target());
+    }
+    stop();
+    worker_->abort_all(Status(ErrorCode::aborted, "task " + task_name_ + " is shutting down"));
+    work_.reset();
+    io_.stop();
+    for (auto& thread : io_threads_) thread.join();
+    // The closes stop() posted (and what they set off) may not have run yet: run them here,
+    // the only thread running io_ now, so the peers see the connections close at once.
+    io_.restart();
+    try {
+      io_.poll();
+    } catch (const std::exception& e) {
+      log(std::string("while closing the connections: ") + e.what());
+    }
+    shut_down_by_.store(std::this_thread::get_id());
+  });
 }
 
 inline std::string ServerCore::target() const {
@@ -525,8 +589,9 @@ inline std::size_t ServerCore::stop_job(std::string_view job, std::chrono::milli
 
 PSFLOW_DECL Server::Server(const ClusterSpec& cluster, std::string_view job_name,
                            std::size_t task_index, ServerOptions options)
-    : core_(std::make_unique<ServerCore>(cluster, job_name, task_index, std::move(options))) {}
-PSFLOW_DECL Server::~Server() = default;
+    : core_(ServerCore::create(cluster, job_name, task_index, std::move(options))) {}
+// Steps still running here keep the core (and what they use) alive; the last one deletes it.
+PSFLOW_DECL Server::~Server() { core_->shut_down(); }
 PSFLOW_DECL std::string Server::target() const { return core_->target(); }
 PSFLOW_DECL void Server::join() { core_->join(); }
 PSFLOW_DECL void Server::stop() { core_->stop(); }

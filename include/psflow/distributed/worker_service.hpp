@@ -8,9 +8,11 @@
 // When the connection to a task is lost, abort_steps_receiving_from fails the running steps
 // whose partition waits for tensors from that task (they could never finish).
 //
-// Thread-safe; nothing blocks except the destructor and abort_all_and_wait (bounded).
-// Partitions run on the calling thread and the thread pool; `done` callbacks run on whichever
-// thread ends the step. The device and the pool belong to the caller and must outlive it.
+// Thread-safe; nothing blocks but the destructor. Partitions run on the calling thread and the
+// thread pool; `done` callbacks run on whichever thread ends the step. The device and the pool
+// belong to the caller: an owner that may go away while steps run (a Server) gives
+// keep_alive_during_steps a hold on itself, so every running step keeps the owner (and so the
+// device, the pool and this service) alive until its last callback returned.
 #pragma once
 
 #include <atomic>
@@ -81,8 +83,14 @@ class WorkerService {
   // through `remote_send`. State of steps that never start is dropped after `orphan_ttl`.
   WorkerService(Device& device, ThreadPool* pool, RemoteSend remote_send,
                 std::chrono::seconds orphan_ttl = std::chrono::seconds(600));
-  // Aborts every step and waits (up to 10 s) for the running partitions.
+  // Aborts every step and waits until none is running (an aborted step ends: every wait of a
+  // kernel is cancelled). An owner that keeps itself alive during steps never waits here.
   ~WorkerService();
+
+  // Each step started from now on holds what `owner()` returns from its start until its last
+  // callback returned, and lets it go last of all it holds.
+  using Owner = std::function<std::shared_ptr<const void>()>;
+  void keep_alive_during_steps(Owner owner) { owner_ = std::move(owner); }
 
   Device& device() noexcept { return device_; }
 
@@ -110,8 +118,8 @@ class WorkerService {
   // Fails every running step whose partition (registered with register_graph) receives tensors
   // from `task`, e.g. because the connection to it was lost; returns how many.
   std::size_t abort_steps_receiving_from(const std::string& task, const Status& status);
-  // Aborts every step and waits (bounded) until no partition is running.
-  void abort_all_and_wait(const Status& status, std::chrono::milliseconds limit);
+  // Aborts every step (they end on their own threads; this does not wait).
+  void abort_all(const Status& status);
 
   std::size_t active_steps() const;
 
@@ -156,6 +164,7 @@ class WorkerService {
   ThreadPool* pool_;
   RemoteSend remote_send_;
   std::chrono::seconds orphan_ttl_;
+  Owner owner_;
   mutable std::mutex mutex_;
   std::condition_variable idle_;
   std::atomic<int> running_{0};
@@ -224,8 +233,9 @@ inline WorkerService::WorkerService(Device& device, ThreadPool* pool, RemoteSend
     : device_(device), pool_(pool), remote_send_(std::move(remote_send)), orphan_ttl_(orphan_ttl) {}
 
 inline WorkerService::~WorkerService() {
-  abort_all_and_wait(Status(ErrorCode::aborted, "the task is shutting down"),
-                     std::chrono::seconds(10));
+  abort_all(Status(ErrorCode::aborted, "the task is shutting down"));
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [this] { return running_.load() == 0; });
 }
 
 inline std::string WorkerService::register_graph(const GraphDef& def) {
@@ -321,16 +331,25 @@ inline void WorkerService::run_partition(std::shared_ptr<const Executor> executo
   step->stats = stats;
   step->activity = activity.get();
   running_.fetch_add(1);
-  executor->run_async(*step, std::move(feeds), pool_,
-                      [this, executor, step, activity, rendezvous, step_id, done = std::move(done)](
-                          Status s, std::vector<Tensor> out) {
-                        finish_step(step_id);
-                        done(std::move(s), std::move(out));
-                        if (running_.fetch_sub(1) == 1) {
-                          std::lock_guard lock(mutex_);
-                          idle_.notify_all();
-                        }
-                      });
+  executor->run_async(
+      *step, std::move(feeds), pool_,
+      [this, owner = owner_ ? owner_() : nullptr, executor, step, activity, rendezvous, step_id,
+       done = std::move(done)](Status s, std::vector<Tensor> out) mutable {
+        finish_step(step_id);
+        done(std::move(s), std::move(out));
+        // What the step held goes first (its reply's connection, its executor), while the owner
+        // is sure to be alive; this thread touches nothing of the service after `owner`.
+        done = nullptr;
+        executor.reset();
+        step.reset();
+        activity.reset();
+        rendezvous.reset();
+        {
+          std::lock_guard lock(mutex_);  // the destructor cannot return before this unlocks
+          if (running_.fetch_sub(1) == 1) idle_.notify_all();
+        }
+        owner.reset();  // may be the last hold on the owner, and so on this service
+      });
 }
 
 inline void WorkerService::deliver(std::uint64_t step_id, const std::string& key, Tensor value) {
@@ -353,16 +372,13 @@ inline std::size_t WorkerService::abort_steps_receiving_from(const std::string& 
   return lost.size();
 }
 
-inline void WorkerService::abort_all_and_wait(const Status& status,
-                                              std::chrono::milliseconds limit) {
+inline void WorkerService::abort_all(const Status& status) {
   std::vector<std::shared_ptr<StepRendezvous>> all;
   {
     std::lock_guard lock(mutex_);
     for (auto& [id, s] : steps_) all.push_back(s.rendezvous);
   }
   for (auto& r : all) r->abort(status);
-  std::unique_lock lock(mutex_);
-  idle_.wait_for(lock, limit, [this] { return running_.load() == 0; });
 }
 
 inline std::size_t WorkerService::active_steps() const {

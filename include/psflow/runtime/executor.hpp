@@ -64,6 +64,8 @@ class Executor {
   // Runs one step and calls `done` exactly once with the status and the fetched tensors (in
   // Params::fetches order). `pool` may be null: everything then runs on the calling thread
   // (and on threads completing asynchronous kernels). `step` must outlive the call to done.
+  // Nothing of the executor or the step is touched once `done` is called, so `done` may let go
+  // of the last hold on either.
   void run_async(StepContext& step, std::vector<Tensor> feeds, ThreadPool* pool,
                  DoneCallback done) const;
 
