@@ -23,11 +23,17 @@
 // Worker processes are this binary itself, started by it: `--pusher`, `--saver` and
 // `--sparse_worker` (see run_child); each prints "READY 1" once its first step is done and
 // dies with its parent.
+//
+// PSFLOW_BENCH_TRACE_SLOW_US=N traces worker A's steps (RunOptions::trace) and prints, for each
+// one slower than N µs, when each task ran each op and sent or received each tensor, in µs from
+// the step's start on the ps's own clock (one machine: the estimated clock offset is undone).
+// Tracing adds a little to every step; the figures of such a run are not the benchmark's.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -219,6 +225,11 @@ struct LoadEnv {
     auto out = session->run({small->update}, {{small->grad, small->grad_value}});
     benchmark::DoNotOptimize(out[0].raw_data());
   }
+  void traced_step(RunMetadata& metadata) {
+    auto out = session->run(RunOptions{.trace = true}, {small->update},
+                            {{small->grad, small->grad_value}}, {}, &metadata);
+    benchmark::DoNotOptimize(out[0].raw_data());
+  }
 
   // A worker process of this binary in `mode`, once it said READY.
   std::unique_ptr<Child> start_child(const std::string& mode, std::vector<std::string> flags) {
@@ -235,12 +246,45 @@ LoadEnv& load_env() {
   return *env;
 }
 
+// PSFLOW_BENCH_TRACE_SLOW_US, or 0 when unset.
+double trace_slow_steps_us() {
+  const char* value = std::getenv("PSFLOW_BENCH_TRACE_SLOW_US");
+  return value ? std::atof(value) : 0.0;
+}
+
+// One traced step that took `took_us`: every task's ops and transfers, in µs from `start_ns`.
+void print_slow_step(double took_us, const RunMetadata& metadata, std::int64_t start_ns) {
+  std::fprintf(stderr, "slow step: %.0f us\n", took_us);
+  for (const auto& task : metadata.tasks) {
+    // Every process here reads the same steady clock: undo the estimate of its offset.
+    auto at = [&](std::int64_t ns) { return (ns + task.clock_offset_ns - start_ns) / 1e3; };
+    std::fprintf(stderr, "  %s\n", task.task.c_str());
+    for (const auto& node : task.nodes)
+      std::fprintf(stderr, "    %-24s %-22s thread %-3u %8.0f .. %8.0f\n", node.node_name.c_str(),
+                   node.op.c_str(), node.thread_id, at(node.start_ns), at(node.end_ns));
+    for (const auto& recv : task.recvs)
+      std::fprintf(stderr, "    received %8.0f  %s\n", at(recv.time_ns), recv.key.c_str());
+    for (const auto& send : task.sends)
+      std::fprintf(stderr, "    sent     %8.0f  %s\n", at(send.time_ns), send.key.c_str());
+  }
+}
+
 void measure_steps(benchmark::State& state, LoadEnv& env) {
   std::vector<double> seconds;
   seconds.reserve(kSteps);
+  const double trace_over_us = trace_slow_steps_us();
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    env.step();
+    if (trace_over_us <= 0) {
+      env.step();
+    } else {
+      RunMetadata metadata;
+      const std::int64_t start_ns = trace_clock_ns();
+      env.traced_step(metadata);
+      const double took_us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (took_us > trace_over_us) print_slow_step(took_us, metadata, start_ns);
+    }
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   state.counters["median_us"] = percentile(seconds, 0.5) * 1e6;
