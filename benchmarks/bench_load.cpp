@@ -26,7 +26,7 @@
 //
 // PSFLOW_BENCH_TRACE_SLOW_US=N traces worker A's steps (RunOptions::trace) and prints, for each
 // one slower than N µs, when each task ran each op and sent or received each tensor, in µs from
-// the step's start on the ps's own clock (one machine: the estimated clock offset is undone).
+// the step's start on the machine's one steady clock (the trace's clock-offset estimate undone).
 // Tracing adds a little to every step; the figures of such a run are not the benchmark's.
 #include <benchmark/benchmark.h>
 
@@ -246,10 +246,20 @@ LoadEnv& load_env() {
   return *env;
 }
 
-// PSFLOW_BENCH_TRACE_SLOW_US, or 0 when unset.
+// PSFLOW_BENCH_TRACE_SLOW_US, or 0 when unset; anything but a number of µs ends the run.
 double trace_slow_steps_us() {
   const char* value = std::getenv("PSFLOW_BENCH_TRACE_SLOW_US");
-  return value ? std::atof(value) : 0.0;
+  if (!value) return 0;
+  char* end = nullptr;
+  const double us = std::strtod(value, &end);
+  if (end == value || *end != '\0' || us < 0) {
+    std::fprintf(stderr,
+                 "PSFLOW_BENCH_TRACE_SLOW_US='%s' is not a number of microseconds: give the step "
+                 "time above which a traced step is printed, e.g. 2000\n",
+                 value);
+    std::exit(2);
+  }
+  return us;
 }
 
 // One traced step that took `took_us`: every task's ops and transfers, in µs from `start_ns`.
@@ -274,18 +284,17 @@ void measure_steps(benchmark::State& state, LoadEnv& env) {
   seconds.reserve(kSteps);
   const double trace_over_us = trace_slow_steps_us();
   for (auto _ : state) {
+    RunMetadata metadata;
+    const std::int64_t start_ns = trace_clock_ns();
     const auto t0 = std::chrono::steady_clock::now();
-    if (trace_over_us <= 0) {
-      env.step();
-    } else {
-      RunMetadata metadata;
-      const std::int64_t start_ns = trace_clock_ns();
+    if (trace_over_us > 0)
       env.traced_step(metadata);
-      const double took_us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      if (took_us > trace_over_us) print_slow_step(took_us, metadata, start_ns);
-    }
+    else
+      env.step();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    // Printed after the step's time is taken, so the printing is not in it.
+    if (trace_over_us > 0 && seconds.back() * 1e6 > trace_over_us)
+      print_slow_step(seconds.back() * 1e6, metadata, start_ns);
   }
   state.counters["median_us"] = percentile(seconds, 0.5) * 1e6;
   state.counters["p99_us"] = percentile(seconds, 0.99) * 1e6;
