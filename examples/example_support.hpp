@@ -1,6 +1,6 @@
 // What the numbered examples (01_first_program ... 05_explain) share, kept out of their
 // main.cpp so that those show only psflow:
-//   - ExampleFlags (common/flags.hpp): their flags, read as every example program reads them;
+//   - their flags: psflow::Flags, a bad command line exiting 2 (common/flags.hpp);
 //   - free_loopback_addresses: addresses for a cluster whose tasks all run in this process;
 //   - serve_until_signal: a ps task's main loop, which ends cleanly on Ctrl-C or SIGTERM.
 // Not thread-safe; call from main().

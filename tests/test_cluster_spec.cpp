@@ -315,13 +315,16 @@ TEST_CASE("TaskFlags falls back to TF_CONFIG when no host flags are given") {
 }
 
 TEST_CASE("TaskFlags(argc, argv) reads TF_CONFIG from the environment") {
-  const char* argv[] = {"prog", "--other"};
+  const char* argv[] = {"prog", "--slow_step_warning_s=5"};
   ::setenv("TF_CONFIG", kTfConfig, 1);
   const TaskFlags f = TaskFlags::parse(2, argv);
+  const char* other[] = {"prog", "--other"};
+  CHECK_THROWS_WITH(TaskFlags::parse(2, other), Contains("unknown flag '--other'"));
   ::unsetenv("TF_CONFIG");
   CHECK(f.job_name == "worker");
   CHECK(f.task_index == 1);
-  CHECK(f.remaining_args == std::vector<std::string>{"prog", "--other"});
+  CHECK(f.slow_step_warning_s == 5);
+  CHECK(f.remaining_args == std::vector<std::string>{"prog"});
   CHECK_THROWS_AS(TaskFlags::parse(2, argv), psflow::InvalidArgument);  // no cluster at all
 }
 

@@ -1,7 +1,9 @@
 // MonitoredTrainingSession with real ps processes: hooks, a shared stop step, a non-chief
 // waiting for the chief, recovery when the ps is killed and restarted, and the log of each
-// recovery attempt when it never comes back.
+// recovery attempt when it never comes back; also how often it logs global_step/sec, and
+// restore_fallback past a corrupt newest checkpoint.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -43,6 +45,13 @@ struct CounterModel {
   }
 };
 
+// In one process: a graph whose step adds 1 to the global step.
+struct StepGraph {
+  Graph g;
+  Variable global_step = train::get_or_create_global_step(g);
+  Operation train_op = global_step.assign_add(ops::constant(g, Tensor(std::int64_t{1}))).op();
+};
+
 train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool chief,
                                                    std::int64_t last_step) {
   train::MonitoredTrainingSessionOptions o;
@@ -53,6 +62,7 @@ train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool ch
   o.recovery_wait_secs = 0.1;
   o.ready_deadline_secs = 30;
   o.recovery_deadline_secs = 30;
+  o.stop_ps_when_done = false;  // each test stops its ps itself (end_of_training tests the rest)
   return o;
 }
 
@@ -60,9 +70,8 @@ train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool ch
 
 TEST_CASE("save_checkpoint_steps saves on its multiples of the global step, as TF does") {
   TempDir checkpoints("mts-every-5");
-  Graph g;
-  Variable global_step = train::get_or_create_global_step(g);
-  Operation train_op = global_step.assign_add(ops::constant(g, Tensor(std::int64_t{1}))).op();
+  StepGraph step_graph;
+  auto& [g, global_step, train_op] = step_graph;
   train::MonitoredTrainingSessionOptions options;
   options.checkpoint_dir = checkpoints.path();
   options.save_checkpoint_steps = 5;
@@ -173,6 +182,18 @@ TEST_CASE("a non-chief whose chief never comes gives up with DeadlineExceeded na
   w1.stop_job("ps");
 }
 
+TEST_CASE("startup_timeout_secs also bounds a non-chief's wait for the chief, named as such") {
+  PsCluster cluster(2);
+  Server w1(cluster.spec(), "worker", 1, cluster.quiet());
+  CounterModel m1(cluster.spec(), 1);
+  auto options = mts_options(w1, false, 10);
+  options.ready_deadline_secs.reset();  // the deprecated alias unset: startup_timeout_secs rules
+  options.startup_timeout_secs = 1;
+  CHECK_THROWS_WITH(train::MonitoredTrainingSession(m1.g, options),
+                    Catch::Contains("waited 1 s (startup_timeout_secs) for the chief"));
+  w1.stop_job("ps");
+}
+
 TEST_CASE(
     "after the ps is killed and restarted, the chief restores its checkpoint and training "
     "continues") {
@@ -262,4 +283,67 @@ TEST_CASE(
   }
   CHECK(attempts >= 2);
   CHECK_THAT(lines.back(), Catch::Contains("giving up: recovery_deadline_secs (3 s) passed"));
+}
+
+TEST_CASE(
+    "global_step/sec is logged every log_step_count_steps when set, else at most once per 10 s") {
+  StepGraph step_graph;
+  auto& [g, global_step, train_op] = step_graph;
+  struct Logged {
+    std::size_t lines;
+    double seconds;
+  };
+  auto run_logging = [&](std::optional<std::int64_t> every) {
+    psflow::testing::LogCapture log;
+    train::MonitoredTrainingSessionOptions options;
+    options.log_step_count_steps = every;
+    options.hooks = {train::StopAfterStepsHook(250)};
+    const auto started = std::chrono::steady_clock::now();
+    {
+      train::MonitoredTrainingSession sess(g, options);
+      while (!sess.should_stop()) sess.run(train_op);
+    }
+    const std::string text = log.text();
+    std::size_t lines = 0;
+    for (std::size_t at = 0; (at = text.find("global_step/sec", at)) != std::string::npos; ++at)
+      ++lines;
+    return Logged{
+        lines, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
+  };
+  CHECK(run_logging(100).lines == 2);  // steps 100 and 200 after the first
+  CHECK(run_logging(0).lines == 0);
+  const Logged by_default = run_logging(std::nullopt);
+  CHECK(static_cast<double>(by_default.lines) <= by_default.seconds / 10);
+}
+
+TEST_CASE("restore_fallback restores the previous checkpoint kept when the newest is corrupt") {
+  TempDir checkpoints("mts-fallback");
+  StepGraph step_graph;
+  auto& [g, global_step, train_op] = step_graph;
+  train::MonitoredTrainingSessionOptions options;
+  options.checkpoint_dir = checkpoints.path();
+  options.save_checkpoint_steps = 5;
+  options.save_checkpoint_secs.reset();
+  options.log_step_count_steps = 0;
+  {
+    options.hooks = {train::StopAtStepHook(12)};
+    train::MonitoredTrainingSession sess(g, options);
+    while (!sess.should_stop()) sess.run(train_op);
+  }  // checkpoints at 0, 5, 10 and 12
+  const auto newest = train::latest_checkpoint(checkpoints.path());
+  REQUIRE(newest);
+  {
+    std::fstream f(train::checkpoint_file_path(*newest),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-12, std::ios::end);
+    f.put('\x55');
+  }
+  options.hooks = {};
+  CHECK_THROWS_AS(train::MonitoredTrainingSession(g, options), DataLoss);  // the default
+  options.restore_fallback = true;
+  psflow::testing::LogCapture log;
+  train::MonitoredTrainingSession sess(g, options);
+  CHECK(sess.raw_session().run({global_step.value()})[0].scalar<std::int64_t>() == 10);
+  CHECK_THAT(log.text(), Catch::Contains("skipping " + *newest + " (DataLoss") &&
+                             Catch::Contains("model.ckpt-10"));
 }

@@ -280,6 +280,7 @@ TEST_CASE("MonitoredTrainingSession with sharded_checkpoints resumes from the ps
   Model m(2, cluster.placement(), random_normal_initializer(0, 1, 9));
   train::MonitoredTrainingSessionOptions options;
   options.master = cluster.worker->target();
+  options.stop_ps_when_done = false;  // stopped below, after a second session
   options.checkpoint_dir = cluster.chief.path();
   options.sharded_checkpoints = true;
   options.save_checkpoint_secs.reset();

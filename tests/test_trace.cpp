@@ -242,6 +242,7 @@ TEST_CASE("one traced training step holds the ps's update and the worker's backw
   train::MonitoredTrainingSessionOptions options;
   options.master = worker.target();
   options.is_chief = true;
+  options.stop_ps_when_done = false;  // stopped below
   train::MonitoredTrainingSession sess(g, options);
   const Tensor batch = Tensor::filled(1.0f, {8, 4});
   sess.run({}, {{x, batch}}, {train_op});  // untraced warm-up: registers the partitions

@@ -22,9 +22,9 @@
 #include "example_support.hpp"
 
 int main(int argc, char** argv) {
-  example::ExampleFlags("example_01_first_program",
-                        "builds a graph with two variables, runs w + b and w * b in-process")
-      .parse(argc, argv);
+  psflow::Flags flags("example_01_first_program",
+                      "builds a graph with two variables, runs w + b and w * b in-process");
+  example::parse_or_exit(flags, argc, argv);
 
   // 1. Build the graph. A Graph holds operations ("ops"); building one computes nothing.
   psflow::Graph g;

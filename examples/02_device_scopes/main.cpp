@@ -24,11 +24,11 @@ void show(const psflow::Operation& op) {
 
 int main(int argc, char** argv) {
   std::string strategy = "round_robin";
-  example::ExampleFlags flags("example_02_device_scopes", "shows how device scopes place ops");
-  flags.add("strategy", strategy, "ps placement in part 4: round_robin or greedy (by bytes)")
-      .parse(argc, argv);
+  psflow::Flags flags("example_02_device_scopes", "shows how device scopes place ops");
+  flags.add("strategy", "ps placement in part 4: round_robin or greedy (by bytes)", &strategy);
+  example::parse_or_exit(flags, argc, argv);
   if (strategy != "round_robin" && strategy != "greedy")
-    flags.fail("--strategy must be round_robin or greedy");
+    example::fail(argv[0], "--strategy must be round_robin or greedy");
 
   std::cout << "1. a device scope (TF: with tf.device(\"/job:ps/task:0\"))\n";
   psflow::Graph g1;

@@ -26,18 +26,21 @@
 int main(int argc, char** argv) {
   int train_steps = 1000, save_checkpoint_steps = 250, log_every = 100;
   std::string checkpoint_dir;
-  example::ExampleFlags flags("example_03_between_graph_training",
-                              "one task (ps or worker) of a cluster training y = 3x + 1");
-  flags.add("train_steps", train_steps, "global steps to train, all workers together", 1)
-      .add("checkpoint_dir", checkpoint_dir, "where the chief saves checkpoints; \"\" saves none")
-      .add("save_checkpoint_steps", save_checkpoint_steps, "a checkpoint every that many steps", 1)
-      .add("log_every", log_every, "print the loss every that many global steps", 1);
-  std::optional<psflow::TaskFlags> task = flags.parse_task(argc, argv);
-  if (!task) flags.fail("give --job_name=ps|worker and the cluster (or use run_cluster.sh)");
+  psflow::Flags flags("example_03_between_graph_training",
+                      "one task (ps or worker) of a cluster training y = 3x + 1");
+  flags.add("train_steps", "global steps to train, all workers together", &train_steps, 1)
+      .add("checkpoint_dir", "where the chief saves checkpoints; \"\" saves none", &checkpoint_dir)
+      .add("save_checkpoint_steps", "a checkpoint every that many steps", &save_checkpoint_steps, 1)
+      .add("log_every", "print the loss every that many global steps", &log_every, 1);
+  psflow::TaskFlags task;
+  flags.add_task_flags(&task);
+  example::parse_or_exit(flags, argc, argv);
+  if (task.job_name.empty())
+    example::fail(argv[0], "give --job_name=ps|worker and the cluster (or use run_cluster.sh)");
 
   // ---- the program: cluster, model, training loop ----
-  psflow::Server server(task->cluster, task->job_name, task->task_index, task->server_options());
-  if (task->job_name == "ps") {
+  psflow::Server server(task.cluster, task.job_name, task.task_index, task.server_options());
+  if (task.job_name == "ps") {
     example::serve_until_signal(server);  // TF: server.join()
     return 0;
   }
@@ -50,7 +53,7 @@ int main(int argc, char** argv) {
   {
     // Variables to the ps tasks (round robin), every other op to this worker.
     auto placement = g.device(psflow::train::replica_device_setter(
-        {.worker_device = task->device(), .cluster = task->cluster}));
+        {.worker_device = task.device(), .cluster = task.cluster}));
     psflow::Output x = psflow::ops::random_uniform(g, {32, 1});  // a fresh batch every step
     psflow::Output y = x * 3.0 + 1.0;                            // the targets
     w = psflow::get_variable(g, "w", {1}, psflow::zeros_initializer());
@@ -62,7 +65,7 @@ int main(int argc, char** argv) {
 
   psflow::train::MonitoredTrainingSessionOptions options;
   options.master = server.target();
-  options.is_chief = task->is_chief();  // worker 0 initializes (or restores) and saves
+  options.is_chief = task.is_chief();  // worker 0 initializes (or restores) and saves
   options.checkpoint_dir = checkpoint_dir;
   options.save_checkpoint_steps = save_checkpoint_steps;
   options.hooks = {psflow::train::StopAtStepHook(train_steps)};
@@ -78,7 +81,7 @@ int main(int argc, char** argv) {
     ++local_steps;
     if (step >= next_log) {  // the workers share the global step: log as it passes the marks
       next_log = (step / log_every + 1) * log_every;
-      std::printf("worker %zu: global step %lld, loss %.5f\n", task->task_index,
+      std::printf("worker %zu: global step %lld, loss %.5f\n", task.task_index,
                   static_cast<long long>(step), last_loss);
     }
   }
@@ -86,7 +89,7 @@ int main(int argc, char** argv) {
 
   auto final_values = sess.raw_session().run({w.value(), b.value()});
   std::printf("worker %zu done: %d local steps, last loss %.5f, w = %.3f, b = %.3f\n",
-              task->task_index, local_steps, last_loss, final_values[0].values<float>()[0],
+              task.task_index, local_steps, last_loss, final_values[0].values<float>()[0],
               final_values[1].values<float>()[0]);
   return 0;  // the chief's session saves a last checkpoint as it closes
 }

@@ -23,21 +23,24 @@
 
 int main(int argc, char** argv) {
   int train_steps = 200, replicas_to_aggregate = 0, log_every = 50;
-  example::ExampleFlags flags("example_04_sync_replicas",
-                              "one task of a cluster training y = 3x + 1 synchronously");
-  flags.add("train_steps", train_steps, "global steps to train", 1)
-      .add("replicas_to_aggregate", replicas_to_aggregate,
-           "gradients averaged per global step (0: one per worker)", 0)
-      .add("log_every", log_every, "print the loss every that many global steps", 1);
-  std::optional<psflow::TaskFlags> task = flags.parse_task(argc, argv);
-  if (!task) flags.fail("give --job_name=ps|worker and the cluster (or use run_cluster.sh)");
+  psflow::Flags flags("example_04_sync_replicas",
+                      "one task of a cluster training y = 3x + 1 synchronously");
+  flags.add("train_steps", "global steps to train", &train_steps, 1)
+      .add("replicas_to_aggregate", "gradients averaged per global step (0: one per worker)",
+           &replicas_to_aggregate, 0)
+      .add("log_every", "print the loss every that many global steps", &log_every, 1);
+  psflow::TaskFlags task;
+  flags.add_task_flags(&task);
+  example::parse_or_exit(flags, argc, argv);
+  if (task.job_name.empty())
+    example::fail(argv[0], "give --job_name=ps|worker and the cluster (or use run_cluster.sh)");
 
-  psflow::Server server(task->cluster, task->job_name, task->task_index, task->server_options());
-  if (task->job_name == "ps") {
+  psflow::Server server(task.cluster, task.job_name, task.task_index, task.server_options());
+  if (task.job_name == "ps") {
     example::serve_until_signal(server);
     return 0;
   }
-  const int num_workers = static_cast<int>(task->cluster.num_tasks("worker"));
+  const int num_workers = static_cast<int>(task.cluster.num_tasks("worker"));
   if (replicas_to_aggregate == 0) replicas_to_aggregate = num_workers;
 
   // The model of example 03; only the optimizer differs.
@@ -52,7 +55,7 @@ int main(int argc, char** argv) {
   psflow::Operation train_op;
   {
     auto placement = g.device(psflow::train::replica_device_setter(
-        {.worker_device = task->device(), .cluster = task->cluster}));
+        {.worker_device = task.device(), .cluster = task.cluster}));
     psflow::Output x = psflow::ops::random_uniform(g, {32, 1});
     psflow::Output y = x * 3.0 + 1.0;
     auto w = psflow::get_variable(g, "w", {1}, psflow::zeros_initializer());
@@ -64,10 +67,10 @@ int main(int argc, char** argv) {
 
   psflow::train::MonitoredTrainingSessionOptions options;
   options.master = server.target();
-  options.is_chief = task->is_chief();
+  options.is_chief = task.is_chief();
   // The hook: every worker initializes its local step; the chief also runs the aggregation.
   options.hooks = {psflow::train::StopAtStepHook(train_steps),
-                   sync.make_session_run_hook(task->is_chief())};
+                   sync.make_session_run_hook(task.is_chief())};
   psflow::train::MonitoredTrainingSession sess(g, options);
   int local_steps = 0;
   std::int64_t step = 0, next_log = 0;
@@ -78,14 +81,14 @@ int main(int argc, char** argv) {
     ++local_steps;
     last_loss = values[0].scalar<float>();
     step = values[1].scalar<std::int64_t>();
-    if (task->is_chief() && step >= next_log) {
+    if (task.is_chief() && step >= next_log) {
       next_log = (step / log_every + 1) * log_every;
       std::printf("global step %lld: loss %.5f\n", static_cast<long long>(step), last_loss);
     }
   }
   std::printf("worker %zu done: ran %d local steps for %d global steps, last loss %.5f\n",
-              task->task_index, local_steps, train_steps, last_loss);
-  if (task->is_chief()) {
+              task.task_index, local_steps, train_steps, last_loss);
+  if (task.is_chief()) {
     auto dropped = sess.raw_session().run({sync.num_dropped()})[0].scalar<std::int64_t>();
     std::printf("each global step averaged %d gradients; stale gradients dropped: %lld\n",
                 replicas_to_aggregate, static_cast<long long>(dropped));

@@ -18,10 +18,10 @@
 
 int main(int argc, char** argv) {
   int steps = 100;
-  example::ExampleFlags("example_05_explain",
-                        "prints what a 1 ps + 1 worker training step runs where and sends")
-      .add("steps", steps, "training steps to run after explaining", 1)
-      .parse(argc, argv);
+  psflow::Flags flags("example_05_explain",
+                      "prints what a 1 ps + 1 worker training step runs where and sends");
+  flags.add("steps", "training steps to run after explaining", &steps, 1);
+  example::parse_or_exit(flags, argc, argv);
 
   // The cluster: 1 ps and 1 worker; here both Servers live in this process.
   const auto addresses = example::free_loopback_addresses(2);

@@ -51,13 +51,14 @@ struct DemoFlags {
 
 DemoFlags parse_flags(int argc, char** argv) {
   DemoFlags flags;
-  example::ExampleFlags reader("add_mul_div", kAbout);
+  psflow::Flags reader("add_mul_div", kAbout);
   reader
-      .add("logdir", flags.logdir,
+      .add("logdir",
            "the Supervisor restores the latest checkpoint there, or\n"
-           "initializes the variables and saves")
-      .add("interval_ms", flags.interval_ms, "pause between two results (0: none)", 0)
-      .add("connect_timeout_s", flags.connect_timeout_s, "how long to wait for the ps to come up",
+           "initializes the variables and saves",
+           &flags.logdir)
+      .add("interval_ms", "pause between two results (0: none)", &flags.interval_ms, 0)
+      .add("connect_timeout_s", "how long to wait for the ps to come up", &flags.connect_timeout_s,
            0.0);
   flags.explain.add_to(reader, "the worker (a ps logs its steps)", "add_mul_div");
   // A task of the seed's cluster unless the command line or TF_CONFIG names another.
@@ -65,18 +66,22 @@ DemoFlags parse_flags(int argc, char** argv) {
   const char* tf_config = std::getenv("TF_CONFIG");
   bool has_cluster = tf_config && *tf_config, has_job = false;
   for (const auto& a : args) {
-    has_cluster = has_cluster || example::is_flag(a, "ps_hosts") ||
-                  example::is_flag(a, "worker_hosts") || example::is_flag(a, "slurm_jobs");
-    has_job = has_job || example::is_flag(a, "job_name");
+    has_cluster = has_cluster || psflow::detail::is_flag_named(a, "ps_hosts") ||
+                  psflow::detail::is_flag_named(a, "worker_hosts") ||
+                  psflow::detail::is_flag_named(a, "slurm_jobs");
+    has_job = has_job || psflow::detail::is_flag_named(a, "job_name");
   }
   if (has_job && !has_cluster)
     args.insert(args.begin() + 1, kSeedCluster.begin(), kSeedCluster.end());
-  const std::optional<psflow::TaskFlags> task = reader.parse_task(args);
-  flags.distributed = task.has_value();
-  // In one process: the seed's cluster names the devices; this process runs them all.
-  std::vector<std::string> in_process{"add_mul_div", "--job_name=worker"};
-  in_process.insert(in_process.end(), kSeedCluster.begin(), kSeedCluster.end());
-  flags.task = task ? *task : psflow::TaskFlags::parse(in_process, std::nullopt);
+  reader.add_task_flags(&flags.task);
+  example::parse_or_exit(reader, args);
+  flags.distributed = !flags.task.job_name.empty();
+  if (!flags.distributed) {
+    // In one process: the seed's cluster names the devices; this process runs them all.
+    std::vector<std::string> in_process{"add_mul_div", "--job_name=worker"};
+    in_process.insert(in_process.end(), kSeedCluster.begin(), kSeedCluster.end());
+    flags.task = psflow::TaskFlags::parse(in_process, std::nullopt);
+  }
   return flags;
 }
 

@@ -27,7 +27,7 @@ struct ExplainFlag {
 
   // Registers --explain (alone: words) and --explain_dir; `who` says which task explains and
   // `program` names the .dot file.
-  void add_to(example::ExampleFlags& flags, const std::string& who, const std::string& program) {
+  void add_to(psflow::Flags& flags, const std::string& who, const std::string& program) {
     flags
         .add("explain",
              who + ": what a step runs where and what crosses processes,\n" +
@@ -45,7 +45,7 @@ struct ExplainFlag {
                  return false;
                return true;
              })
-        .add("explain_dir", dir, "where --explain=dot writes");
+        .add("explain_dir", "where --explain=dot writes", &dir);
   }
 
   // Explains the run of fetches/feeds/targets through `session`: the words go to `words_out`,

@@ -103,7 +103,7 @@ struct CtrFlags {
 };
 
 // Registers the flags of CtrFlags with `flags`.
-void add_flags(example::ExampleFlags& flags, CtrFlags& f) {
+void add_flags(psflow::Flags& flags, CtrFlags& f) {
   flags
       .add("data", "clicks | fashion_mnist", f.data, "clicks or fashion_mnist", false,
            [&f](const std::string& value) {
@@ -120,12 +120,12 @@ void add_flags(example::ExampleFlags& flags, CtrFlags& f) {
              f.table = value;
              return true;
            })
-      .add("table_rows", f.table_rows, "rows of each hashed table (--table=fixed)", std::size_t{1})
-      .add("new_ids_per_step", f.new_ids_per_step,
+      .add("table_rows", "rows of each hashed table (--table=fixed)", &f.table_rows, std::size_t{1})
+      .add("new_ids_per_step",
            "clicks: about this many never-seen ids in each batch (a drifting session feature)",
-           std::int64_t{0})
-      .add("min_count", f.min_count, "dynamic: sightings before an id gets a row", std::int64_t{1})
-      .add("capacity", f.capacity, "dynamic: rows per shard before eviction (0: unbounded)",
+           &f.new_ids_per_step, std::int64_t{0})
+      .add("min_count", "dynamic: sightings before an id gets a row", &f.min_count, std::int64_t{1})
+      .add("capacity", "dynamic: rows per shard before eviction (0: unbounded)", &f.capacity,
            std::size_t{0})
       .add("eviction", "lru | lfu", f.eviction, "dynamic: which rows go over capacity", false,
            [&f](const std::string& value) {
@@ -133,26 +133,26 @@ void add_flags(example::ExampleFlags& flags, CtrFlags& f) {
              f.eviction = value;
              return true;
            })
-      .add("ttl_steps", f.ttl_steps, "dynamic: evict rows not updated for that many steps (0: off)",
-           std::int64_t{0})
-      .add("eviction_interval_steps", f.eviction_interval_steps,
-           "dynamic: global steps between eviction passes", std::int64_t{1})
-      .add("dim", f.dim, "floats per row of the deep table", std::size_t{1})
-      .add("hidden", f.hidden, "relu units of the deep part", std::size_t{1})
-      .add("train_steps", f.train_steps, "global steps, all workers together", std::int64_t{1})
-      .add("batch_size", f.batch_size, "examples per step and worker", std::size_t{1})
-      .add("wide_learning_rate", f.wide_learning_rate, "FTRL's learning rate", 1e-12)
-      .add("l1", f.l1, "FTRL's l1 regularization", 0.0)
-      .add("l2", f.l2, "FTRL's l2 regularization", 0.0)
-      .add("deep_learning_rate", f.deep_learning_rate, "Adagrad's learning rate", 1e-12)
-      .add("test_examples", f.test_examples, "clicks: held-out examples evaluated by the chief",
+      .add("ttl_steps", "dynamic: evict rows not updated for that many steps (0: off)",
+           &f.ttl_steps, std::int64_t{0})
+      .add("eviction_interval_steps", "dynamic: global steps between eviction passes",
+           &f.eviction_interval_steps, std::int64_t{1})
+      .add("dim", "floats per row of the deep table", &f.dim, std::size_t{1})
+      .add("hidden", "relu units of the deep part", &f.hidden, std::size_t{1})
+      .add("train_steps", "global steps, all workers together", &f.train_steps, std::int64_t{1})
+      .add("batch_size", "examples per step and worker", &f.batch_size, std::size_t{1})
+      .add("wide_learning_rate", "FTRL's learning rate", &f.wide_learning_rate, 1e-12)
+      .add("l1", "FTRL's l1 regularization", &f.l1, 0.0)
+      .add("l2", "FTRL's l2 regularization", &f.l2, 0.0)
+      .add("deep_learning_rate", "Adagrad's learning rate", &f.deep_learning_rate, 1e-12)
+      .add("test_examples", "clicks: held-out examples evaluated by the chief", &f.test_examples,
            std::size_t{1})
-      .add("eval_batch_size", f.eval_batch_size, "examples per evaluation run", std::size_t{1})
-      .add("data_dir", f.data_dir, "fashion_mnist: where its files are")
-      .add("checkpoint_dir", f.checkpoint_dir, "the chief restores from / saves to it")
-      .add("seed", f.seed, "the click log's seed (its true model), and the deep init",
+      .add("eval_batch_size", "examples per evaluation run", &f.eval_batch_size, std::size_t{1})
+      .add("data_dir", "fashion_mnist: where its files are", &f.data_dir)
+      .add("checkpoint_dir", "the chief restores from / saves to it", &f.checkpoint_dir)
+      .add("seed", "the click log's seed (its true model), and the deep init", &f.seed,
            std::uint64_t{0})
-      .add("log_every_steps", f.log_every_steps, "chief: log the loss every that many steps",
+      .add("log_every_steps", "chief: log the loss every that many steps", &f.log_every_steps,
            std::int64_t{1});
   f.explain.add_to(flags, "chief", "ctr");
 }
@@ -202,7 +202,6 @@ struct Model {
   psflow::Operation train_op;
   std::unique_ptr<psflow::train::FtrlOptimizer> wide_optimizer;
   std::unique_ptr<psflow::train::AdagradOptimizer> deep_optimizer;
-  cluster_task::WorkersDone workers_done;
   std::vector<psflow::DynamicEmbedding> dynamic_tables;
 };
 
@@ -270,7 +269,6 @@ Model build_model(psflow::Graph& graph, const CtrFlags& flags,
   m.train_op = ops::group({wide_update, deep_update}, "train");
   m.dynamic_tables = tables.dynamic;
   placement.reset();
-  if (task.distributed) m.workers_done = cluster_task::build_workers_done(graph);
   return m;
 }
 
@@ -366,68 +364,70 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
              flags.data.c_str(), tables.c_str(), std::max<std::size_t>(1, task.num_ps()),
              flags.batch_size));
 
-  return cluster_task::run_worker_protocol(
-      task, server, graph, m.workers_done, [&](bool& training_ended) {
-        psflow::train::MonitoredTrainingSessionOptions options;
-        options.master = server ? server->target() : "";
-        options.is_chief = chief;
-        options.checkpoint_dir = flags.checkpoint_dir;
-        options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
-        if (!m.dynamic_tables.empty())
-          options.hooks.push_back(psflow::train::DynamicEmbeddingEvictionHook(
-              flags.eviction_interval_steps, m.dynamic_tables));
-        options.log_step_count_steps = 0;
-        options.recovery_deadline_secs = task.recovery_deadline_s;
-        auto sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
-        const auto started = Clock::now();
-        std::int64_t step = 0, next_log = flags.log_every_steps;
-        auto progress = cluster_task::make_progress(task, flags.train_steps);  // --progress
-        // Worker `index` of n takes every n-th batch of the log (or of the images, cycling).
-        for (std::uint64_t j = 0; !sess->should_stop(); ++j) {
-          psflow::FeedMap feeds;
-          if (flags.data == "clicks") {
-            feeds =
-                click_feeds(m, clicks.batch(index + j * flags.batch_size * n, flags.batch_size, n));
-          } else {
-            const std::size_t batches =
-                std::max<std::size_t>(1, train_images.size() / flags.batch_size);
-            const std::size_t k = (index + j * n) % batches;
-            feeds = image_feeds(
-                m, ctr::sparse_image_batch(train_images, k * flags.batch_size, flags.batch_size));
-          }
-          if (chief && j == 0)  // --explain: the training step, across the processes
-            flags.explain.run(sess->raw_session(), "ctr", {m.loss, m.global_step.value()}, feeds,
-                              {m.train_op}, std::cerr);
-          auto values = sess->run({m.loss, m.global_step.value()}, feeds, {m.train_op});
-          step = values[1].scalar<std::int64_t>() + 1;
-          if (progress) progress->update(step, values[0].scalar<float>());
-          if (chief && step >= next_log) {
-            log(format("global step %lld: loss %.4f, %.1f global steps/s",
-                       static_cast<long long>(step), values[0].scalar<float>(),
-                       static_cast<double>(step) / seconds_since(started)),
-                progress.get());
-            next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
-          }
-        }
-        training_ended = true;
-        if (progress) progress->finish();
-        log(format("worker %zu done at global step %lld after %.1f s", index,
-                   static_cast<long long>(step), seconds_since(started)));
-        if (chief) {
-          for (const auto& table : m.dynamic_tables) {
-            std::int64_t rows = 0;
-            for (auto r : sess->raw_session().run({table.size()})[0].values<std::int64_t>())
-              rows += r;
-            log(format("dynamic table %s: %lld live rows", table.name().c_str(),
-                       static_cast<long long>(rows)));
-          }
-          if (flags.data == "clicks")
-            evaluate_clicks(sess->raw_session(), m, clicks, flags);
-          else
-            evaluate_images(sess->raw_session(), m, test_images, flags);
-        }
-        return sess;
-      });
+  // Trains until the global step reaches --train_steps (the chief then evaluates); returns the
+  // session, still open.
+  auto train_to_the_end = [&] {
+    psflow::train::MonitoredTrainingSessionOptions options;
+    options.master = server ? server->target() : "";
+    options.is_chief = chief;
+    options.checkpoint_dir = flags.checkpoint_dir;
+    options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
+    if (!m.dynamic_tables.empty())
+      options.hooks.push_back(psflow::train::DynamicEmbeddingEvictionHook(
+          flags.eviction_interval_steps, m.dynamic_tables));
+    options.log_step_count_steps = 0;
+    options.recovery_deadline_secs = task.recovery_deadline_s;
+    options.startup_timeout_secs = task.task.startup_timeout_s;
+    auto sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
+    const auto started = Clock::now();
+    std::int64_t step = 0, next_log = flags.log_every_steps;
+    auto progress = cluster_task::make_progress(task, flags.train_steps);  // --progress
+    // Worker `index` of n takes every n-th batch of the log (or of the images, cycling).
+    for (std::uint64_t j = 0; !sess->should_stop(); ++j) {
+      psflow::FeedMap feeds;
+      if (flags.data == "clicks") {
+        feeds = click_feeds(m, clicks.batch(index + j * flags.batch_size * n, flags.batch_size, n));
+      } else {
+        const std::size_t batches =
+            std::max<std::size_t>(1, train_images.size() / flags.batch_size);
+        const std::size_t k = (index + j * n) % batches;
+        feeds = image_feeds(
+            m, ctr::sparse_image_batch(train_images, k * flags.batch_size, flags.batch_size));
+      }
+      if (chief && j == 0)  // --explain: the training step, across the processes
+        flags.explain.run(sess->raw_session(), "ctr", {m.loss, m.global_step.value()}, feeds,
+                          {m.train_op}, std::cerr);
+      auto values = sess->run({m.loss, m.global_step.value()}, feeds, {m.train_op});
+      step = values[1].scalar<std::int64_t>() + 1;
+      if (progress) progress->update(step, values[0].scalar<float>());
+      if (chief && step >= next_log) {
+        log(format("global step %lld: loss %.4f, %.1f global steps/s", static_cast<long long>(step),
+                   values[0].scalar<float>(), static_cast<double>(step) / seconds_since(started)),
+            progress.get());
+        next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
+      }
+    }
+    if (progress) progress->finish();
+    log(format("worker %zu done at global step %lld after %.1f s", index,
+               static_cast<long long>(step), seconds_since(started)));
+    if (chief) {
+      for (const auto& table : m.dynamic_tables) {
+        std::int64_t rows = 0;
+        for (auto r : sess->raw_session().run({table.size()})[0].values<std::int64_t>()) rows += r;
+        log(format("dynamic table %s: %lld live rows", table.name().c_str(),
+                   static_cast<long long>(rows)));
+      }
+      if (flags.data == "clicks")
+        evaluate_clicks(sess->raw_session(), m, clicks, flags);
+      else
+        evaluate_images(sess->raw_session(), m, test_images, flags);
+    }
+    return sess;
+  };
+  // Closing it (the chief: a final checkpoint) reports this worker done; the last worker to
+  // do so stops the ps tasks.
+  train_to_the_end()->close();
+  return 0;
 }
 
 }  // namespace
@@ -435,7 +435,7 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
 int main(int argc, char** argv) {
   cluster_task::program_name() = "ctr";
   CtrFlags flags;
-  example::ExampleFlags reader("ctr", kAbout);
+  psflow::Flags reader("ctr", kAbout);
   add_flags(reader, flags);
   return cluster_task::run_task(
       [&] { return cluster_task::parse_task_options(reader, argc, argv); },

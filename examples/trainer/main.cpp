@@ -42,41 +42,15 @@
 // Flags: `trainer --help` prints them (parse_flags below; the flags of every task in
 // examples/common/cluster_task.hpp and common/flags.hpp).
 //
-// The end of training, and why no worker trips over a stopped ps
-// ----------------------------------------------------------------
-// TF's ps tasks never exit; ours do: the chief tells them to (Server::stop_job("ps")). The
-// danger is a race with the other workers: when the chief sees the global step reach the
-// target, a non-chief may still be in the middle of a step, and after its last step it still
-// talks to the ps (closing the session deregisters its partitions there). A ps that stops under
-// it turns that into Unavailable/Aborted, which MonitoredTrainingSession treats as a ps failure
-// and retries for --recovery_deadline_s; and every connect to a vanished task waits
-// --connect_timeout_s. So the chief does not just stop the ps; the end is a handshake:
-//   1. Every worker leaves its loop when StopAtStepHook sees the shared global step reach
-//      --train_steps (at most one step after the chief did, since they share the step).
-//   2. A non-chief closes its MonitoredTrainingSession (its last use of the ps), then reports
-//      done: one run of AssignAdd(1) on "trainer/workers_done", an int64 counter that lives on
-//      the chief's own task (/job:worker/task:0), not on a ps; then it exits 0.
-//      The counter is not a global variable: not checkpointed, not part of the readiness check.
-//      The chief zeroes it before it initializes the model, and a non-chief cannot finish
-//      training before the model is initialized, so no report is lost to the zeroing.
-//   3. The chief evaluates the test set, closes its session (final checkpoint), waits (reading
-//      its own counter, no network) until all other workers have reported, and only then
-//      stops the ps tasks. So in a normal run no worker ever sees a ps go away.
-//   4. If not every worker has reported within --shutdown_wait_s (one is stuck, dead or very
-//      slow), the chief asks every other worker's server to stop (those that already exited
-//      just do not answer), then stops the ps tasks anyway. A non-chief whose step or session
-//      then fails with Unavailable/Aborted (after MonitoredTrainingSession gave up recovering,
-//      within --recovery_deadline_s) checks whether its own server was stopped, which only the
-//      chief does, at the end: if so, training is over and it exits 0. Unavailable/Aborted
-//      after its loop ended (should_stop) is a clean end too: the model is trained, only the
-//      goodbye failed. Any other failure, or Unavailable/Aborted mid-training without that
-//      signal (a ps died), exits 1. A worker stopped this way does not report. (Caveat:
-//      stop_task's timeout bounds connecting, not the hello that follows, so a frozen worker
-//      whose port still accepts connections holds the chief here until it thaws.)
-// Windows left, costing time, not an exit status: a late worker (case 4) whose report was
-// already connecting when the chief gave up on it waits up to --connect_timeout_s before it
-// exits 0. (Closing a session deregisters its partitions only over connections that are still
-// open, so a worker never waits to say goodbye to a task that has already gone.)
+// The end of training
+// -------------------
+// TF's ps tasks never exit; ours do, and the library does it (MonitoredTrainingSession, "the
+// end of training"): every worker leaves its loop when StopAtStepHook sees the shared global
+// step reach --train_steps; the chief evaluates; each closes its session (the chief: a final
+// checkpoint), which reports the worker done to the ps tasks and the chief. The last worker to
+// report stops the ps tasks, so no worker ever sees a ps go away before it is done with it.
+// A worker that dies and is never restarted holds the ps tasks until --orphan_timeout_s after
+// the last worker left.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -150,51 +124,55 @@ worker tasks (TF1's distributed trainer.py), or in one process.
 
 TrainerFlags parse_flags(int argc, char** argv) {
   TrainerFlags f;
-  example::ExampleFlags flags("trainer", kAbout);
-  flags.add("model", f.model, "mlp | cnn")
-      .add("train_steps", f.train_steps,
+  psflow::Flags flags("trainer", kAbout);
+  flags.add("model", "mlp | cnn", &f.model)
+      .add("train_steps",
            "global steps to train for, all workers together (0: the model's\n"
            "default, mlp 12000, cnn 8000)",
-           std::int64_t{0})
-      .add("batch_size", f.batch_size, "examples per step and worker", std::size_t{1})
-      .add("learning_rate", f.learning_rate, "the optimizer's learning rate", 0.0)
-      .add("optimizer", f.optimizer, "sgd | momentum (0.9) | adagrad | adam | rmsprop")
-      .add("keep_prob", f.keep_prob,
-           "cnn: dropout's keep probability while training (1 at test), in (0, 1]", 0.0)
-      .add("lr_decay", f.lr_decay,
+           &f.train_steps, std::int64_t{0})
+      .add("batch_size", "examples per step and worker", &f.batch_size, std::size_t{1})
+      .add("learning_rate", "the optimizer's learning rate", &f.learning_rate, 0.0)
+      .add("optimizer", "sgd | momentum (0.9) | adagrad | adam | rmsprop", &f.optimizer)
+      .add("keep_prob", "cnn: dropout's keep probability while training (1 at test), in (0, 1]",
+           &f.keep_prob, 0.0)
+      .add("lr_decay",
            "from global step lr_decay_at * train_steps on, train with\n"
            "learning_rate * lr_decay (1: one rate throughout)",
-           0.0)
-      .add("lr_decay_at", f.lr_decay_at, "see --lr_decay", 0.0)
-      .add("checkpoint_dir", f.checkpoint_dir,
+           &f.lr_decay, 0.0)
+      .add("lr_decay_at", "see --lr_decay", &f.lr_decay_at, 0.0)
+      .add("checkpoint_dir",
            "the chief restores from / saves to it; \"\" for none (the\n"
            "tutorial uses /tmp/train_log); a ps: where it keeps its\n"
-           "shards with --sharded_checkpoints")
-      .add("save_checkpoint_steps", f.save_checkpoint_steps,
+           "shards with --sharded_checkpoints",
+           &f.checkpoint_dir)
+      .add("save_checkpoint_steps",
            "chief: also save every that many global steps (0: only\n"
            "every 600 s, at the start and at the end)",
-           std::int64_t{0})
-      .add("sharded_checkpoints", f.sharded_checkpoints,
+           &f.save_checkpoint_steps, std::int64_t{0})
+      .add("sharded_checkpoints",
            "each ps saves and restores its own variables in its own\n"
-           "--checkpoint_dir; the chief's holds the index and state file")
-      .add("sync_replicas", f.sync_replicas, "synchronous training (SyncReplicasOptimizer)")
-      .add("replicas_to_aggregate", f.replicas_to_aggregate,
-           "gradients averaged per global step in sync mode (0: all workers)", 0)
-      .add("token_timeout_s", f.token_timeout_s,
+           "--checkpoint_dir; the chief's holds the index and state file",
+           &f.sharded_checkpoints)
+      .add("sync_replicas", "synchronous training (SyncReplicasOptimizer)", &f.sync_replicas)
+      .add("replicas_to_aggregate",
+           "gradients averaged per global step in sync mode (0: all workers)",
+           &f.replicas_to_aggregate, 0)
+      .add("token_timeout_s",
            "sync mode: how long a worker waits for the chief's go-ahead\n"
            "before it fails with DeadlineExceeded",
-           0.1)
-      .add("data_dir", f.data_dir, "where the Fashion-MNIST files are")
-      .add("seed", f.seed, "shuffling seed; worker i uses seed + i", std::uint64_t{0})
-      .add("log_every_steps", f.log_every_steps,
-           "chief: log loss and global steps/sec every that many steps", std::int64_t{1})
-      .add("eval_batch_size", f.eval_batch_size, "examples per evaluation run", std::size_t{1})
-      .add("summary_dir", f.summary_dir,
+           &f.token_timeout_s, 0.1)
+      .add("data_dir", "where the Fashion-MNIST files are", &f.data_dir)
+      .add("seed", "shuffling seed; worker i uses seed + i", &f.seed, std::uint64_t{0})
+      .add("log_every_steps", "chief: log loss and global steps/sec every that many steps",
+           &f.log_every_steps, std::int64_t{1})
+      .add("eval_batch_size", "examples per evaluation run", &f.eval_batch_size, std::size_t{1})
+      .add("summary_dir",
            "chief: write TensorBoard event files there (scalars loss,\n"
            "accuracy, learning_rate, global_step/sec and the graph);\n"
-           "\"\" for none. Open with `tensorboard --logdir DIR`.")
-      .add("save_summaries_steps", f.save_summaries_steps,
-           "with --summary_dir: write the scalars every that many steps", std::int64_t{1})
+           "\"\" for none. Open with `tensorboard --logdir DIR`.",
+           &f.summary_dir)
+      .add("save_summaries_steps", "with --summary_dir: write the scalars every that many steps",
+           &f.save_summaries_steps, std::int64_t{1})
       .add("trace_steps",
            "e.g. 100,200: the chief traces its first step at or after\n"
            "each of these global steps on every task and writes\n"
@@ -205,21 +183,24 @@ TrainerFlags parse_flags(int argc, char** argv) {
   f.explain.add_to(flags, "chief", "trainer");
   f.cluster = cluster_task::parse_task_options(flags, argc, argv);
   if (f.model != "mlp" && f.model != "cnn")
-    flags.fail("--model='" + f.model + "': choose mlp or cnn");
+    example::fail("trainer", "--model='" + f.model + "': choose mlp or cnn");
   if (f.train_steps == 0) f.train_steps = f.model == "cnn" ? kCnnTrainSteps : 12000;
   if (!(f.keep_prob > 0 && f.keep_prob <= 1))
-    flags.fail("--keep_prob=" + std::to_string(f.keep_prob) +
-               ": must be in (0, 1] (1: no dropout)");
+    example::fail("trainer", "--keep_prob=" + std::to_string(f.keep_prob) +
+                                 ": must be in (0, 1] (1: no dropout)");
   if (f.optimizer != "sgd" && f.optimizer != "momentum" && f.optimizer != "adagrad" &&
       f.optimizer != "adam" && f.optimizer != "rmsprop")
-    flags.fail("--optimizer='" + f.optimizer + "': choose sgd, momentum, adagrad, adam or rmsprop");
+    example::fail("trainer", "--optimizer='" + f.optimizer +
+                                 "': choose sgd, momentum, adagrad, adam or rmsprop");
   const int workers = static_cast<int>(f.cluster.num_workers());
   if (f.replicas_to_aggregate == 0) f.replicas_to_aggregate = workers;
   if (f.sync_replicas && f.replicas_to_aggregate > workers)
-    flags.fail("--replicas_to_aggregate=" + std::to_string(f.replicas_to_aggregate) +
-               " is more than the " + std::to_string(workers) +
-               " worker(s): every global step would wait forever; pass at most the number of "
-               "workers");
+    example::fail(
+        "trainer",
+        "--replicas_to_aggregate=" + std::to_string(f.replicas_to_aggregate) +
+            " is more than the " + std::to_string(workers) +
+            " worker(s): every global step would wait forever; pass at most the number of "
+            "workers");
   return f;
 }
 
@@ -238,8 +219,6 @@ struct Model {
   std::unique_ptr<psflow::train::Optimizer> optimizer;
   std::unique_ptr<psflow::train::SyncReplicasOptimizer> sync;  // --sync_replicas
   std::int64_t decay_step = -1;                                // -1: one learning rate throughout
-  // The end-of-training handshake (distributed only): see the comment at the top.
-  cluster_task::WorkersDone workers_done;
 
   // What a run feeds: the batch, and dropout's keep probability (1 when evaluating).
   psflow::FeedMap feeds(const fashion_mnist::Batch& batch, double keep) const {
@@ -342,8 +321,6 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
       m.train_op = m.optimizer->minimize(m.loss, m.global_step);
     }
   }
-  // The end-of-training handshake's counter (see the comment at the top).
-  if (flags.cluster.distributed) m.workers_done = cluster_task::build_workers_done(graph);
   return m;
 }
 
@@ -438,93 +415,94 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
                static_cast<long long>(flags.train_steps), flags.batch_size, schedule.c_str()));
   }
 
-  return cluster_task::run_worker_protocol(
-      flags.cluster, server, graph, m.workers_done, [&](bool& training_ended) {
-        psflow::train::MonitoredTrainingSessionOptions options;
-        options.master = target;
-        options.is_chief = chief;
-        options.checkpoint_dir = flags.checkpoint_dir;
-        options.sharded_checkpoints = flags.sharded_checkpoints;
-        options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
-        if (m.sync) options.hooks.push_back(m.sync->make_session_run_hook(chief));
-        if (flags.save_checkpoint_steps > 0)
-          options.save_checkpoint_steps = flags.save_checkpoint_steps;
-        options.log_step_count_steps = 0;  // we log global steps/sec with the loss
-        // TensorBoard event files ("": none, even with --checkpoint_dir).
-        options.summary_dir = flags.summary_dir;
-        options.save_summaries_steps = flags.save_summaries_steps;
-        if (!flags.summary_dir.empty()) options.log_step_count_steps = flags.save_summaries_steps;
-        options.recovery_deadline_secs = flags.cluster.recovery_deadline_s;
-        auto mon_sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
+  // Trains until the global step reaches --train_steps (the chief then evaluates); returns the
+  // session, still open.
+  auto train_to_the_end = [&] {
+    psflow::train::MonitoredTrainingSessionOptions options;
+    options.master = target;
+    options.is_chief = chief;
+    options.checkpoint_dir = flags.checkpoint_dir;
+    options.sharded_checkpoints = flags.sharded_checkpoints;
+    options.hooks = {psflow::train::StopAtStepHook(flags.train_steps)};
+    if (m.sync) options.hooks.push_back(m.sync->make_session_run_hook(chief));
+    if (flags.save_checkpoint_steps > 0)
+      options.save_checkpoint_steps = flags.save_checkpoint_steps;
+    options.log_step_count_steps = 0;  // we log global steps/sec with the loss
+    // TensorBoard event files ("": none, even with --checkpoint_dir).
+    options.summary_dir = flags.summary_dir;
+    options.save_summaries_steps = flags.save_summaries_steps;
+    if (!flags.summary_dir.empty()) options.log_step_count_steps = flags.save_summaries_steps;
+    options.recovery_deadline_secs = flags.cluster.recovery_deadline_s;
+    options.startup_timeout_secs = flags.cluster.task.startup_timeout_s;
+    auto mon_sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
 
-        fashion_mnist::BatchIterator batches(*train, flags.batch_size, flags.seed + index);
-        const auto started = Clock::now();
-        auto window_started = started;
-        // The global step so far (more than 0 after a restore, or when joining late).
-        std::int64_t step =
-            mon_sess->raw_session().run({m.global_step.value()})[0].scalar<std::int64_t>();
-        const std::int64_t first_step = step;
-        log(format("worker %zu: starting at global step %lld", index,
-                   static_cast<long long>(step)));
-        // --progress: the global step's way to --train_steps (on a terminal, one live line).
-        auto progress = cluster_task::make_progress(flags.cluster, flags.train_steps);
-        if (progress) progress->update(step);
-        std::int64_t window_step = step, local_steps = 0;
-        std::int64_t next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
-        double loss = 0, accuracy = 0, learning_rate = 0;
-        step_trace::StepTracer tracer = flags.tracer;
-        tracer.set_directory(flags.summary_dir);
-        while (!mon_sess->should_stop()) {
-          fashion_mnist::Batch batch = batches.next();
-          if (chief && local_steps == 0)  // --explain: the training step, across the processes
-            flags.explain.run(mon_sess->raw_session(), "trainer",
-                              {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
-                              m.feeds(batch, flags.keep_prob), {m.train_op}, std::cerr);
-          auto values =
-              mon_sess->run(tracer.options(chief, step),
-                            {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
-                            m.feeds(batch, flags.keep_prob), {m.train_op}, tracer.metadata());
-          loss = values[0].scalar<float>();
-          accuracy = values[1].scalar<float>();
-          learning_rate = values[2].scalar<float>();
-          step =
-              values[3].scalar<std::int64_t>() + 1;  // read before or after this step's increment
-          ++local_steps;
-          if (progress) progress->update(step, loss);
-          tracer.write_if_traced(step);
-          if (chief && step >= next_log) {
-            log(format("global step %lld: loss %.4f, batch accuracy %.2f, learning rate %g, %.1f "
-                       "global steps/s (epoch %zu of this worker's shard)",
-                       static_cast<long long>(step), loss, accuracy, learning_rate,
-                       static_cast<double>(step - window_step) / seconds_since(window_started),
-                       batches.epoch()),
-                progress.get());
-            window_started = Clock::now();
-            window_step = step;
-            next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
-          }
-        }
-        training_ended = true;
-        if (progress) progress->finish();
-        const double elapsed = seconds_since(started);
-        log(format(
-            "worker %zu done: global step %lld after %.1f s, %.1f global steps/s; "
-            "this worker ran %lld steps (%.1f/s), last loss %.4f",
-            index, static_cast<long long>(step), elapsed,
-            static_cast<double>(step - first_step) / elapsed, static_cast<long long>(local_steps),
-            static_cast<double>(local_steps) / elapsed, loss));
+    fashion_mnist::BatchIterator batches(*train, flags.batch_size, flags.seed + index);
+    const auto started = Clock::now();
+    auto window_started = started;
+    // The global step so far (more than 0 after a restore, or when joining late).
+    std::int64_t step =
+        mon_sess->raw_session().run({m.global_step.value()})[0].scalar<std::int64_t>();
+    const std::int64_t first_step = step;
+    log(format("worker %zu: starting at global step %lld", index, static_cast<long long>(step)));
+    // --progress: the global step's way to --train_steps (on a terminal, one live line).
+    auto progress = cluster_task::make_progress(flags.cluster, flags.train_steps);
+    if (progress) progress->update(step);
+    std::int64_t window_step = step, local_steps = 0;
+    std::int64_t next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
+    double loss = 0, accuracy = 0, learning_rate = 0;
+    step_trace::StepTracer tracer = flags.tracer;
+    tracer.set_directory(flags.summary_dir);
+    while (!mon_sess->should_stop()) {
+      fashion_mnist::Batch batch = batches.next();
+      if (chief && local_steps == 0)  // --explain: the training step, across the processes
+        flags.explain.run(mon_sess->raw_session(), "trainer",
+                          {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
+                          m.feeds(batch, flags.keep_prob), {m.train_op}, std::cerr);
+      auto values = mon_sess->run(tracer.options(chief, step),
+                                  {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
+                                  m.feeds(batch, flags.keep_prob), {m.train_op}, tracer.metadata());
+      loss = values[0].scalar<float>();
+      accuracy = values[1].scalar<float>();
+      learning_rate = values[2].scalar<float>();
+      step = values[3].scalar<std::int64_t>() + 1;  // read before or after this step's increment
+      ++local_steps;
+      if (progress) progress->update(step, loss);
+      tracer.write_if_traced(step);
+      if (chief && step >= next_log) {
+        log(format("global step %lld: loss %.4f, batch accuracy %.2f, learning rate %g, %.1f "
+                   "global steps/s (epoch %zu of this worker's shard)",
+                   static_cast<long long>(step), loss, accuracy, learning_rate,
+                   static_cast<double>(step - window_step) / seconds_since(window_started),
+                   batches.epoch()),
+            progress.get());
+        window_started = Clock::now();
+        window_step = step;
+        next_log = (step / flags.log_every_steps + 1) * flags.log_every_steps;
+      }
+    }
+    if (progress) progress->finish();
+    const double elapsed = seconds_since(started);
+    log(format(
+        "worker %zu done: global step %lld after %.1f s, %.1f global steps/s; "
+        "this worker ran %lld steps (%.1f/s), last loss %.4f",
+        index, static_cast<long long>(step), elapsed,
+        static_cast<double>(step - first_step) / elapsed, static_cast<long long>(local_steps),
+        static_cast<double>(local_steps) / elapsed, loss));
 
-        if (chief) {
-          const auto eval_started = Clock::now();
-          const double accuracy =
-              evaluate(mon_sess->raw_session(), m, *test, flags.eval_batch_size);
-          std::printf("test accuracy: %.4f\n", accuracy);
-          std::fflush(stdout);
-          log(format("evaluated %zu test examples in %.2f s", test->size(),
-                     seconds_since(eval_started)));
-        }
-        return mon_sess;
-      });
+    if (chief) {
+      const auto eval_started = Clock::now();
+      const double accuracy = evaluate(mon_sess->raw_session(), m, *test, flags.eval_batch_size);
+      std::printf("test accuracy: %.4f\n", accuracy);
+      std::fflush(stdout);
+      log(format("evaluated %zu test examples in %.2f s", test->size(),
+                 seconds_since(eval_started)));
+    }
+    return mon_sess;
+  };
+  // Closing it (the chief: a final checkpoint) reports this worker done; the last worker to
+  // do so stops the ps tasks.
+  train_to_the_end()->close();
+  return 0;
 }
 
 }  // namespace

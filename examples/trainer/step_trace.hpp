@@ -6,6 +6,7 @@
 // they are what the chief's log lines and checkpoints count, whatever the number of workers.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -17,7 +18,6 @@
 #include <string>
 
 #include "common/cluster_task.hpp"
-#include "common/flags.hpp"
 
 namespace step_trace {
 
@@ -28,9 +28,10 @@ class StepTracer {
     std::stringstream in(list);
     std::string item;
     while (std::getline(in, item, ',')) {
-      const std::optional<std::int64_t> step = example::parse_number<std::int64_t>(item);
-      if (!step || *step < 1) return false;
-      pending_.insert(*step);
+      std::int64_t step = 0;
+      const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), step);
+      if (error != std::errc() || end != item.data() + item.size() || step < 1) return false;
+      pending_.insert(step);
     }
     return true;
   }

@@ -79,6 +79,8 @@ void decode_metadata(MessageType type, const std::string& metadata) {
       return decode_and_round_trip<Handle>(metadata, "deregister_graph");
     case MessageType::stop_server:
       return decode_and_round_trip<StopServer>(metadata, "stop_server");
+    case MessageType::workers_done:
+      return decode_and_round_trip<WorkersDone>(metadata, "workers_done");
     case MessageType::ping:
     case MessageType::heartbeat:
       return;  // their metadata is not read

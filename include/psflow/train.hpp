@@ -13,7 +13,8 @@
 
 // distributed: cluster, servers, remote sessions (the only layer that includes Boost.Asio)
 #include "psflow/distributed/cluster_spec.hpp"
-#if PSFLOW_COMPILES_IMPLEMENTATION  // registers the "psflow://" Session
+#include "psflow/distributed/flags.hpp"  // psflow::Flags: a program's command line
+#if PSFLOW_COMPILES_IMPLEMENTATION       // registers the "psflow://" Session
 #include "psflow/distributed/master_session.hpp"
 #endif
 #include "psflow/distributed/server.hpp"

@@ -34,20 +34,29 @@ foreach(mode ${MODES})
     message(FATAL_ERROR "unknown mode '${mode}'")
   endif()
   # unoptimised, no debug info: this checks packaging, and compiles 3x faster
-  # Header-only and compiled once (psflow::compiled) are each built two of the three ways, both
-  # from the install.
+  # Compiled once (psflow::compiled, with a second program and a library) all three ways;
+  # header-only from the install.
   if(mode STREQUAL "install")
     set(targets "consumer,consumer_compiled")
-  elseif(mode STREQUAL "build_tree")
-    set(targets "consumer_compiled")
   else()
-    set(targets "consumer")
+    set(targets "consumer_compiled")
   endif()
   run("configuring the consumer (${mode})" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${build}"
       -G Ninja "${how}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0
       "-DPSFLOW_CONSUMER_TARGETS=${targets}")
   run("building the consumer (${mode})" "${CMAKE_COMMAND}" --build "${build}")
   string(REPLACE "," ";" target_list "${targets}")
+  list(FIND target_list consumer_compiled compiled_at)  # (no IN_LIST in a -P script)
+  if(NOT compiled_at EQUAL -1)
+    # Two programs and a static library link psflow::compiled: its source compiled once.
+    list(APPEND target_list consumer_compiled_with_library)
+    file(GLOB_RECURSE objects "${build}/*compiled.cpp.o")
+    list(LENGTH objects compiled_count)
+    if(NOT compiled_count EQUAL 1)
+      message(FATAL_ERROR "psflow's compiled.cpp was compiled ${compiled_count} times in the "
+                          "consumer (${mode}), not once: ${objects}")
+    endif()
+  endif()
   foreach(target ${target_list})
     run("running ${target} (${mode})" "${build}/${target}")
     set(expected "array([[7., 7.],\n       [7., 7.]], dtype=float32)\n")

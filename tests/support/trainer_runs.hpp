@@ -31,7 +31,7 @@ inline std::vector<std::string> short_run(int train_steps, std::vector<std::stri
                                  "--save_checkpoint_steps=100",
                                  "--connect_timeout_s=" + std::to_string(connect_timeout_s),
                                  "--recovery_deadline_s=60",
-                                 "--shutdown_wait_s=10"};
+                                 "--orphan_timeout_s=30"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return flags;
 }

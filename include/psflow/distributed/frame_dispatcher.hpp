@@ -1,7 +1,7 @@
 // FrameDispatcher: what a task does with each frame another task sends it, other than replies
 // to its own requests: hello, ping, register_graph, run_graph, tensor, abort_step,
-// deregister_graph and stop_server. Requests are answered on the connection they came on. It
-// also remembers which steps each connection's master started here: when that connection
+// deregister_graph, stop_server and workers_done. Requests are answered on the connection they came
+// on. It also remembers which steps each connection's master started here: when that connection
 // closes, those steps can never finish normally (their master is gone) and are aborted.
 // Plumbing of Server, not meant for users.
 //
@@ -34,12 +34,15 @@ namespace psflow::detail {
 class FrameDispatcher {
  public:
   using Log = std::function<void(const std::string&)>;
+  // What the task does with a workers_done message; returns its reply's text (the finished
+  // workers it knows, end_of_training.hpp).
+  using WorkersDoneHandler = std::function<std::string(const wire::WorkersDone&)>;
 
   // Answers as task `task_name` (incarnation `incarnation`); `stop` stops the task when a peer
   // asks it to (see stop_protocol.hpp); `explain` also logs what it does for others.
   FrameDispatcher(asio::io_context& io, WorkerService& worker, PeerCache& peers,
                   std::string task_name, std::uint64_t incarnation, bool explain, Log log,
-                  std::function<void()> stop);
+                  std::function<void()> stop, WorkersDoneHandler workers_done);
   FrameDispatcher(const FrameDispatcher&) = delete;
   FrameDispatcher& operator=(const FrameDispatcher&) = delete;
 
@@ -63,6 +66,7 @@ class FrameDispatcher {
   const bool explain_;
   const Log log_;
   const std::function<void()> stop_;
+  const WorkersDoneHandler workers_done_;
 
   std::mutex mutex_;
   std::map<Connection*, std::set<std::uint64_t>> steps_by_connection_;  // running remote steps
@@ -73,7 +77,7 @@ class FrameDispatcher {
 inline FrameDispatcher::FrameDispatcher(asio::io_context& io, WorkerService& worker,
                                         PeerCache& peers, std::string task_name,
                                         std::uint64_t incarnation, bool explain, Log log,
-                                        std::function<void()> stop)
+                                        std::function<void()> stop, WorkersDoneHandler workers_done)
     : io_(io),
       worker_(worker),
       peers_(peers),
@@ -81,7 +85,8 @@ inline FrameDispatcher::FrameDispatcher(asio::io_context& io, WorkerService& wor
       incarnation_(incarnation),
       explain_(explain),
       log_(std::move(log)),
-      stop_(std::move(stop)) {}
+      stop_(std::move(stop)),
+      workers_done_(std::move(workers_done)) {}
 
 inline void FrameDispatcher::handle(const std::shared_ptr<Connection>& connection,
                                     wire::Frame frame) {
@@ -117,6 +122,11 @@ inline void FrameDispatcher::handle(const std::shared_ptr<Connection>& connectio
       }
       case MessageType::stop_server:
         return answer_stop_request(io_, connection, frame, task_name_, incarnation_, log_, stop_);
+      case MessageType::workers_done: {
+        auto message = wire::decode<wire::WorkersDone>(frame.metadata, "workers_done");
+        return reply(connection, frame.request_id,
+                     wire::Reply{0, workers_done_(message), incarnation_});
+      }
       case MessageType::reply:
         return;  // a reply nobody waits for any more
       case MessageType::heartbeat:

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "psflow/distributed/wire.hpp"
 #include "psflow/runtime/step_stats.hpp"
@@ -185,6 +186,28 @@ struct StopServer {
   template <class A>
   void load(A& ar) {
     load_string(ar, reason);
+  }
+};
+
+// What a worker tells the other tasks of the end of training (end_of_training.hpp). `done`
+// false only announces that this cluster ends itself; true reports `reporter` done, with every
+// finished worker it knows in `finished`. The reply's text lists the finished workers the
+// receiving task knows then, one per line.
+struct WorkersDone {
+  bool done = false;
+  std::string reporter;
+  std::vector<std::string> finished;
+  template <class A>
+  void save(A& ar) const {
+    ar << done;
+    save_string(ar, reporter);
+    save_sequence(ar, finished, [](A& a, const std::string& task) { save_string(a, task); });
+  }
+  template <class A>
+  void load(A& ar) {
+    ar >> done;
+    load_string(ar, reporter);
+    load_sequence(ar, finished, [](A& a, std::string& task) { load_string(a, task); });
   }
 };
 

@@ -5,8 +5,9 @@
 // Connecting resolves the peer's address, connects (over TLS when the owner gives a TLS
 // context: tls.hpp), runs the cluster handshake and says hello; while the peer is not up
 // it retries with backoff (20 ms doubling up to 1 s) until the caller's patience runs out, and
-// says whom it waits for every wait_log_interval. Concurrent requests for one peer share one
-// attempt. The hello reply names the task that serves the address and its incarnation.
+// says whom it waits for: at once, after wait_log_interval, then at doubling intervals.
+// Concurrent requests for one peer share one attempt. The hello reply names the task that
+// serves the address and its incarnation.
 //
 // Contract: thread-safe and never blocks. Completion callbacks run on an I/O thread, or at
 // once on the calling thread when the connection is already open or the cache is stopped, so
@@ -305,7 +306,11 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
           const auto now = Clock::now();
           if (now >= deadline) return give_up_now(why, unresolved);
           auto next_log = last_log;
-          if (attempt == 0 || now - last_log >= options_.wait_log_interval) {
+          // First after wait_log_interval, then at doubling intervals: a long wait (a
+          // worker started long before its ps) says so a few times, not every few seconds.
+          if (attempt == 0 ||
+              now - last_log >=
+                  std::max<Clock::duration>(options_.wait_log_interval, last_log - started)) {
             log_("waiting for " + task + " at " + address + " (" + why + ")");
             next_log = now;
           }

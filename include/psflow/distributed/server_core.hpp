@@ -41,7 +41,9 @@
 #include "psflow/core/log.hpp"
 #include "psflow/distributed/cluster_auth.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
+#include "psflow/distributed/connect_deadline.hpp"
 #include "psflow/distributed/connection.hpp"
+#include "psflow/distributed/end_of_training.hpp"
 #include "psflow/distributed/frame_dispatcher.hpp"
 #include "psflow/distributed/host_port.hpp"
 #include "psflow/distributed/listener.hpp"
@@ -103,7 +105,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   const ServerOptions& options() const noexcept { return options_; }
   ThreadPool* pool() noexcept { return pool_; }
 
-  // The live connection to `task` (connecting, with retries, up to connect_timeout). Blocking:
+  // The live connection to `task` (connecting, with retries, up to connect_timeout or the
+  // thread's ConnectDeadline). Blocking:
   // for user threads only (Internal on an I/O thread). Throws Unavailable naming the task and
   // its address.
   std::shared_ptr<Connection> connect(const std::string& task);
@@ -129,6 +132,17 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // Ends a watch; once it returns, its callback is not running and never runs again.
   void stop_watching(std::uint64_t id);
 
+  // The end of training (end_of_training.hpp), for a worker's MonitoredTrainingSession; both
+  // block, for user threads only. announce_end_of_training tells every ps task that this
+  // cluster ends itself (from then on each stops by itself after ServerOptions::orphan_timeout
+  // without workers). report_done reports this worker done to every ps task (waiting up to
+  // `patience` for each to be reachable) and to the chief; when every worker of the cluster is
+  // done, it stops the ps tasks and returns true.
+  void announce_end_of_training(std::chrono::milliseconds patience);
+  bool report_done(std::chrono::milliseconds patience);
+  // The workers this task heard are done, sorted.
+  std::vector<std::string> finished_workers() const { return end_of_training_.finished(); }
+
   // The server in this process serving `target`, or null.
   static ServerCore* find_local(std::string_view target);
   std::string address_of(const std::string& task) const;
@@ -144,6 +158,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   struct Release {
     void operator()(ServerCore* core) const noexcept;
   };
+  // Runs io_ on ServerOptions::io_threads threads. Called by create() once the shared owner
+  // exists: before that, a step arriving on an I/O thread could not take ownership of the core.
+  void start_io_threads();
   static std::atomic<std::size_t>& live_instances() noexcept {
     static std::atomic<std::size_t> count{0};
     return count;
@@ -162,6 +179,12 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // Every quarter of slow_step_warning, logs the steps running here longer than it (once per
   // period each), with the ops they are in; reschedules itself on an I/O thread.
   void check_slow_steps();
+  // A workers_done message from a worker (end_of_training.hpp); returns the reply's text.
+  std::string on_workers_done(const wire::WorkersDone& message);
+  // Every tenth of orphan_timeout: stops this task once the cluster ends itself and no worker
+  // task has been connected for orphan_timeout; reschedules itself on an I/O thread.
+  void check_orphaned();
+  bool has_worker_connection() const;
   void send_tensor(const std::string& dst_device, std::uint64_t step_id, const std::string& key,
                    Tensor value);
   // Throws Internal when called on one of this server's I/O threads: `what` would wait for it.
@@ -185,7 +208,11 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   detail::PeerCache peers_;
   std::unique_ptr<WorkerService> worker_;
   std::unique_ptr<detail::FrameDispatcher> dispatcher_;
-  asio::steady_timer slow_steps_timer_{io_};  // ServerOptions::slow_step_warning
+  asio::steady_timer slow_steps_timer_{io_};       // ServerOptions::slow_step_warning
+  const std::vector<std::string> training_tasks_;  // end_of_training.hpp, the chief first
+  detail::EndOfTraining end_of_training_;
+  asio::steady_timer orphan_timer_{io_};  // ServerOptions::orphan_timeout
+  std::chrono::steady_clock::time_point last_worker_seen_ = std::chrono::steady_clock::now();
 
   mutable std::mutex mutex_;
   std::condition_variable stopped_cv_;
@@ -236,8 +263,10 @@ inline std::shared_ptr<ServerCore> ServerCore::create(const ClusterSpec& cluster
                                                       std::string_view job_name,
                                                       std::size_t task_index,
                                                       ServerOptions options) {
-  return std::shared_ptr<ServerCore>(
+  std::shared_ptr<ServerCore> core(
       new ServerCore(cluster, job_name, task_index, std::move(options)), Release{});
+  core->start_io_threads();  // only now: a step's callbacks may take ownership at once
+  return core;
 }
 
 inline void ServerCore::Release::operator()(ServerCore* core) const noexcept {
@@ -276,7 +305,8 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
           io_, options_, task_name_, incarnation_,
           [this](const std::string& task) { return address_of(task); },
           [this](const std::shared_ptr<Connection>& c) { adopt(c); },
-          [this](const std::string& line) { log(line); }, tls_) {
+          [this](const std::string& line) { log(line); }, tls_),
+      training_tasks_(detail::training_tasks(cluster_)) {
   detail::set_log_task(task_name_);  // the library's other log lines name this task
   device_.set_checkpoint_dir(options_.checkpoint_dir);
   if (options_.inter_op_threads == 0) {
@@ -298,7 +328,9 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
   }
   dispatcher_ = std::make_unique<detail::FrameDispatcher>(
       io_, *worker_, peers_, task_name_, incarnation_, options_.explain,
-      [this](const std::string& line) { log(line); }, [this] { stop(); });
+      [this](const std::string& line) { log(line); }, [this] { stop(); },
+      [this](const wire::WorkersDone& message) { return on_workers_done(message); });
+  if (options_.orphan_timeout.count() > 0) check_orphaned();
   {
     std::lock_guard lock(registry().mutex);
     registry().servers[target()] = this;
@@ -323,6 +355,10 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
         });
   });
   io_thread_ids_ = std::make_unique<std::atomic<std::thread::id>[]>(options_.io_threads);
+  live_instances().fetch_add(1);
+}
+
+inline void ServerCore::start_io_threads() {
   for (std::size_t i = 0; i < options_.io_threads; ++i)
     io_threads_.emplace_back([this, i] {
       detail::mark_network_thread();  // expensive ops that become ready here go to the pool
@@ -334,7 +370,6 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
       " (incarnation " + incarnation_string(incarnation_) +
       (options_.cluster_secret.empty() ? "" : "; members only: cluster secret set") +
       (tls_ ? "; mutual TLS" : "") + ")");
-  live_instances().fetch_add(1);
 }
 
 inline ServerCore::~ServerCore() {
@@ -526,10 +561,13 @@ inline std::shared_ptr<Connection> ServerCore::connect(const std::string& task) 
   refuse_on_io_thread("connect");
   std::promise<std::pair<Status, std::shared_ptr<Connection>>> promise;
   auto future = promise.get_future();
-  peers_.connect_async(task, [&promise](Status s, std::shared_ptr<Connection> c) {
-    promise.set_value({std::move(s), std::move(c)});
-  });
-  // Bounded: connect_async gives up after connect_timeout.
+  peers_.connect_async(
+      task,
+      [&promise](Status s, std::shared_ptr<Connection> c) {
+        promise.set_value({std::move(s), std::move(c)});
+      },
+      detail::ConnectDeadline::patience(options_.connect_timeout));
+  // Bounded: connect_async gives up after connect_timeout, or at the ConnectDeadline in scope.
   auto [status, connection] = future.get();
   status.raise_if_error();
   return connection;
@@ -563,6 +601,95 @@ inline wire::Frame ServerCore::call(const std::string& task, wire::Frame request
   auto [status, reply] = future.get();  // bounded by `timeout` and by the connection closing
   status.raise_if_error();
   return std::move(reply);
+}
+
+inline std::string ServerCore::on_workers_done(const wire::WorkersDone& message) {
+  end_of_training_.set_ends_itself();
+  if (!message.done) return detail::finished_text(end_of_training_.finished());
+  const std::vector<std::string> finished = end_of_training_.merge(message.finished);
+  log(message.reporter + " finished training (" + std::to_string(finished.size()) + " of " +
+      std::to_string(training_tasks_.size()) + " workers done)");
+  return detail::finished_text(finished);
+}
+
+inline bool ServerCore::has_worker_connection() const {
+  std::lock_guard lock(mutex_);
+  for (const auto& connection : connections_)
+    if (std::find(training_tasks_.begin(), training_tasks_.end(), connection->peer_task()) !=
+        training_tasks_.end())
+      return true;
+  return false;
+}
+
+inline void ServerCore::check_orphaned() {
+  const std::chrono::milliseconds limit = options_.orphan_timeout;
+  orphan_timer_.expires_after(
+      std::clamp(limit / 10, std::chrono::milliseconds(10), std::chrono::milliseconds(1000)));
+  orphan_timer_.async_wait([this, limit](const boost::system::error_code& error) {
+    if (error || stopped()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!end_of_training_.ends_itself() || has_worker_connection()) {
+      last_worker_seen_ = now;  // only this timer's chain touches it
+    } else if (now - last_worker_seen_ >= limit) {
+      log("no worker task has been connected for " + detail::duration_string(limit) +
+          " (ServerOptions::orphan_timeout), and the workers said this cluster ends itself: the "
+          "chief failed for good, or every worker is gone without finishing; stopping");
+      return stop();
+    }
+    check_orphaned();
+  });
+}
+
+inline void ServerCore::announce_end_of_training(std::chrono::milliseconds patience) {
+  refuse_on_io_thread("announce_end_of_training");
+  const std::vector<std::string> ps_tasks = detail::tasks_of_job(cluster_, "ps");
+  const auto replies = detail::call_each(
+      peers_, ps_tasks,
+      wire::make_frame(wire::MessageType::workers_done, wire::WorkersDone{false, task_name_, {}}),
+      patience, patience);
+  for (std::size_t i = 0; i < ps_tasks.size(); ++i)
+    if (!replies[i])
+      log("could not tell " + ps_tasks[i] + " that this cluster ends itself within " +
+          detail::duration_string(patience) + " (it may be restarting)");
+}
+
+inline bool ServerCore::report_done(std::chrono::milliseconds patience) {
+  refuse_on_io_thread("report_done");
+  std::vector<std::string> finished = end_of_training_.merge({task_name_});
+  auto ask = [&](const std::vector<std::string>& tasks, std::chrono::milliseconds wait) {
+    const auto replies =
+        detail::call_each(peers_, tasks,
+                          wire::make_frame(wire::MessageType::workers_done,
+                                           wire::WorkersDone{true, task_name_, finished}),
+                          wait, wait);
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (replies[i])
+        finished = end_of_training_.merge(detail::parse_finished_text(replies[i]->text));
+      else
+        log("could not report this worker done to " + tasks[i] + " within " +
+            detail::duration_string(wait));
+    }
+  };
+  ask(detail::tasks_of_job(cluster_, "ps"), patience);
+  // The chief holds the reports of the workers it heard from, should a ps have lost them; it
+  // may well have exited already, so it gets little patience.
+  if (!training_tasks_.empty() && training_tasks_.front() != task_name_)
+    ask({training_tasks_.front()}, std::min(patience, std::chrono::milliseconds(2000)));
+  if (!detail::covers(finished, training_tasks_)) {
+    log("reported done: " + std::to_string(finished.size()) + " of " +
+        std::to_string(training_tasks_.size()) +
+        " workers are; the last to finish stops the ps tasks");
+    return false;
+  }
+  const std::size_t ps_tasks = cluster_.has_job("ps") ? cluster_.num_tasks("ps") : 0;
+  log("every worker is done (" + std::to_string(training_tasks_.size()) +
+      "): stopping the ps tasks");
+  const std::size_t stopped =
+      detail::request_stop_job(peers_, cluster_, "ps", task_name_, std::chrono::seconds(5));
+  if (stopped < ps_tasks)
+    log("only " + std::to_string(stopped) + " of " + std::to_string(ps_tasks) +
+        " ps tasks acknowledged the stop (the others may be gone already)");
+  return true;
 }
 
 inline bool ServerCore::stop_task(std::string_view job, std::size_t task_index,

@@ -15,7 +15,8 @@ namespace psflow {
 struct ServerOptions {
   // How long to keep trying to reach a task that is not up yet before Unavailable.
   std::chrono::milliseconds connect_timeout{30000};
-  // How often to say whom we are waiting for, while waiting.
+  // While waiting for a task: when to say so again after the first time; then the intervals
+  // double (5, 10, 20, 40 s, ...).
   std::chrono::milliseconds wait_log_interval{5000};
   // Deadline of control requests (registering a partition, stopping a task).
   std::chrono::milliseconds rpc_timeout{60000};
@@ -68,6 +69,13 @@ struct ServerOptions {
   // received or sent does not hold another worker's small step. At least 1 (InvalidArgument
   // otherwise). Expensive ops never run on them (docs/architecture.md, "Threads of a task").
   std::size_t io_threads = 2;
+  // A ps whose workers are gone for good stops by itself after this long. It applies once a
+  // worker's MonitoredTrainingSession announced that the cluster ends itself (its option
+  // stop_ps_when_done, on by default): from then on, when no worker task has had a connection
+  // to this task for orphan_timeout (the chief failed past recovery, say), it logs why and
+  // stops, and its join() returns. The default, 10 minutes, outlasts a worker's restart plus
+  // its start-up and recovery deadlines. Zero: never.
+  std::chrono::milliseconds orphan_timeout{std::chrono::minutes(10)};
 };
 
 }  // namespace psflow

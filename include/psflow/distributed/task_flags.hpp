@@ -6,8 +6,10 @@
 // or with the TF_CONFIG environment variable set (the cluster managers' way):
 //   TF_CONFIG='{"cluster": {"ps": [...], "worker": [...]}, "task": {"type": "worker", "index": 1}}'
 // or, inside a Slurm step, from srun's variables (--slurm_jobs=ps:1,worker:3, see SlurmConfig).
-// TaskFlags::parse reads any of them and hands back the ClusterSpec, the job name and task index,
-// plus every argument it did not recognise, for the program's own flag parser.
+// TaskFlags::parse reads any of them and hands back the ClusterSpec, the job name and task index.
+// Its argc/argv form, for a main() with no flags of its own, answers --help and rejects anything
+// else; a program with flags of its own reads them all with psflow::Flags (distributed/flags.hpp),
+// which hands TaskFlags the cluster's.
 #pragma once
 
 #include <chrono>
@@ -21,11 +23,14 @@
 
 #include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
+#include "psflow/core/flag_text.hpp"
 #include "psflow/distributed/cluster_spec.hpp"
 #include "psflow/distributed/server_options.hpp"
 #include "psflow/distributed/slurm_cluster.hpp"
 
 #if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -69,6 +74,11 @@ struct TaskFlags {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_ca;
+  // --orphan_timeout_s: ServerOptions::orphan_timeout in seconds (0: never).
+  double orphan_timeout_s = 600;
+  // --startup_timeout_s: for MonitoredTrainingSessionOptions::startup_timeout_secs (this task's
+  // wait for its cluster, and a non-chief's for the chief); the program passes it on.
+  double startup_timeout_s = 120;
 
   // Recognised flags, as "--name=value" or "--name value" (one leading '-' works too):
   //   --ps_hosts, --worker_hosts, --chief_hosts   comma-separated host:port lists (an empty list
@@ -79,6 +89,10 @@ struct TaskFlags {
   //                                               off), see server_options()
   //   --slow_step_warning_s                       log a step running longer, and what it is in
   //                                               (default 30; 0: off)
+  //   --orphan_timeout_s                          a ps whose workers are gone stops after it
+  //                                               (default 600; 0: never), see server_options()
+  //   --startup_timeout_s                         how long to wait for the cluster at start
+  //                                               (default 120)
   //   --slurm_jobs                                e.g. ps:1,worker:3: the cluster and this task
   //                                               from the Slurm step (SlurmConfig::resolve;
   //                                               ranks fill the jobs in name order)
@@ -101,6 +115,9 @@ struct TaskFlags {
   // `require_ps_job` is false: a between-graph program would otherwise silently keep every
   // variable on its worker. (Training in one process is asked for by starting the program
   // without --job_name and TF_CONFIG, not by an empty ps job.)
+  // This form, for a program's main(), also answers --help (prints help() and exits 0) and
+  // rejects every argument that is not one of these flags with InvalidArgument naming it and
+  // the nearest flag (a program with flags of its own reads them all with psflow::Flags).
   static TaskFlags parse(int argc, const char* const* argv,
                          bool require_ps_job = true);  // reads TF_CONFIG from the env
   // Testable form: `args` is argv as strings (args[0] is the program); `tf_config` is TF_CONFIG's
@@ -110,6 +127,11 @@ struct TaskFlags {
                          std::optional<std::string_view> tf_config, bool require_ps_job = true,
                          const SlurmEnvironment* slurm = nullptr);
 
+  // The names of the flags parse() reads ("ps_hosts", "job_name", ...).
+  static const std::vector<std::string>& flag_names();
+  // What --help says of them, one entry per line.
+  static std::string help();
+
   // TF's convention: task 0 of the "chief" job if the cluster has one, else of "master", else of
   // "worker".
   bool is_chief() const;
@@ -117,7 +139,8 @@ struct TaskFlags {
   std::string device() const;
   // This task's host:port.
   std::string address() const { return cluster.task_address(job_name, task_index); }
-  // ServerOptions with what the flags say: heartbeat_timeout, slow_step_warning, checkpoint_dir;
+  // ServerOptions with what the flags say: heartbeat_timeout, slow_step_warning, orphan_timeout,
+  // checkpoint_dir;
   // bind_address for --bind_all; the TLS files of --tls_cert, --tls_key, --tls_ca (the Server
   // checks them); cluster_secret read from --secret_file (one trailing newline dropped), else
   // PSFLOW_CLUSTER_SECRET's. Throws InvalidArgument for a secret file that cannot be read or is
@@ -131,15 +154,17 @@ struct TaskFlags {
 
 namespace detail {
 
-// A flag's value in seconds: a number from 0 to 1e6, else InvalidArgument saying what 0 does.
+// A flag's value in seconds: a number from 0 to 1e6, else InvalidArgument saying what 0 does
+// (`zero_turns_off`, "" when 0 is no choice).
 PSFLOW_DECL double parse_seconds_flag(std::string_view name, const std::string& value,
                                       std::string_view zero_turns_off) {
   char* end = nullptr;
   const double seconds = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !(seconds >= 0) || seconds > 1e6)
-    throw InvalidArgument("--" + std::string(name) + "='" + value +
-                          "' is not a number of seconds; give e.g. 10, or 0 to turn " +
-                          std::string(zero_turns_off) + " off");
+    throw InvalidArgument(
+        "--" + std::string(name) + "='" + value + "' is not a number of seconds; give e.g. 10" +
+        (zero_turns_off.empty() ? std::string()
+                                : ", or 0 to turn " + std::string(zero_turns_off) + " off"));
   return seconds;
 }
 
@@ -203,8 +228,83 @@ PSFLOW_DECL TfConfig TfConfig::parse(std::string_view json) {
 PSFLOW_DECL TaskFlags TaskFlags::parse(int argc, const char* const* argv, bool require_ps_job) {
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) args.emplace_back(argv[i] ? argv[i] : "");
+  const std::string program = args.empty() ? "program" : args[0];
+  for (std::size_t i = 1; i < args.size() && args[i] != "--"; ++i)
+    if (detail::is_help_flag(args[i])) {
+      std::printf(
+          "%s: one task of a cluster, TF's flags:\n\nFlags (defaults in parentheses):\n%s%s",
+          program.c_str(), help().c_str(), detail::help_entry("--help", "this text").c_str());
+      std::exit(0);
+    }
+  // What is not ours is named before anything else is checked: "--job-name=ps" is not a
+  // missing --job_name.
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") break;
+    const std::size_t dashes = arg.rfind("--", 0) == 0 ? 2 : arg.rfind('-', 0) == 0 ? 1 : 0;
+    const std::string name = arg.substr(dashes, arg.find('=') - dashes);
+    const auto& known = flag_names();
+    if (dashes > 0 && std::find(known.begin(), known.end(), name) != known.end()) {
+      // "--name value": skip the value
+      if (arg.find('=') == std::string::npos && name != "bind_all" && i + 1 < args.size() &&
+          detail::looks_like_value(args[i + 1]))
+        ++i;
+      continue;
+    }
+    const std::string why =
+        dashes == 0 ? "unexpected argument '" + arg + "': every argument is a flag, --name=value"
+                    : detail::unknown_flag_text(arg, name, known);
+    throw InvalidArgument(why + "; run '" + program + " --help' for the flags");
+  }
   const char* env = std::getenv("TF_CONFIG");
   return parse(args, env ? std::optional<std::string_view>(env) : std::nullopt, require_ps_job);
+}
+
+PSFLOW_DECL const std::vector<std::string>& TaskFlags::flag_names() {
+  static const std::vector<std::string> names{"ps_hosts",
+                                              "worker_hosts",
+                                              "chief_hosts",
+                                              "job_name",
+                                              "task_index",
+                                              "checkpoint_dir",
+                                              "bind_all",
+                                              "secret_file",
+                                              "tls_cert",
+                                              "tls_key",
+                                              "tls_ca",
+                                              "heartbeat_timeout_s",
+                                              "slow_step_warning_s",
+                                              "orphan_timeout_s",
+                                              "startup_timeout_s",
+                                              "slurm_jobs",
+                                              "slurm_port_base"};
+  return names;
+}
+
+PSFLOW_DECL std::string TaskFlags::help() {
+  static constexpr std::pair<const char*, const char*> kEntries[] = {
+      {"--ps_hosts --worker_hosts --job_name --task_index",
+       "the cluster and this task, as in TF (TF_CONFIG when no *_hosts\n"
+       "flag is given; --chief_hosts for a chief job)"},
+      {"--slurm_jobs=ps:1,worker:2 --slurm_port_base (8888)",
+       "instead: the cluster and this task from the Slurm step\n(deploy/slurm/psflow.sbatch)"},
+      {"--checkpoint_dir", "this task's own checkpoint directory (a ps: its shards)"},
+      {"--bind_all", "listen on every interface, not only on this task's address"},
+      {"--secret_file",
+       "a file with the cluster secret: only tasks that know it get in\n"
+       "(default: the environment variable PSFLOW_CLUSTER_SECRET; see\ndocs/security.md)"},
+      {"--tls_cert --tls_key --tls_ca",
+       "this task's certificate, its key and the cluster's CA (PEM\n"
+       "files): mutual TLS between the tasks (all three; see\ndocs/security.md)"},
+      {"--heartbeat_timeout_s (10)", "a peer silent this long is declared dead (0: never)"},
+      {"--slow_step_warning_s (30)",
+       "log a step running here this long, and the ops it is in\n(again every period; 0: never)"},
+      {"--orphan_timeout_s (600)", "a ps whose workers are all gone this long stops (0: never)"},
+      {"--startup_timeout_s (120)", "how long a worker waits for its cluster at start"},
+  };
+  std::string out;
+  for (const auto& [head, text] : kEntries) out += detail::help_entry(head, text);
+  return out;
 }
 
 PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
@@ -257,7 +357,8 @@ PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
     }
     bool ours = name == "job_name" || name == "task_index" || name == "secret_file" ||
                 name == "heartbeat_timeout_s" || name == "slow_step_warning_s" ||
-                name == "tls_cert" || name == "tls_key" || name == "tls_ca";
+                name == "orphan_timeout_s" || name == "startup_timeout_s" || name == "tls_cert" ||
+                name == "tls_key" || name == "tls_ca";
     for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
     ours = ours || name == "slurm_jobs" || name == "slurm_port_base";
     if (!ours) {
@@ -288,6 +389,12 @@ PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       out.heartbeat_timeout_s = detail::parse_seconds_flag(name, value, "heartbeats");
     } else if (name == "slow_step_warning_s") {
       out.slow_step_warning_s = detail::parse_seconds_flag(name, value, "the warning");
+    } else if (name == "orphan_timeout_s") {
+      out.orphan_timeout_s = detail::parse_seconds_flag(name, value, "the orphan watch");
+    } else if (name == "startup_timeout_s") {
+      out.startup_timeout_s = detail::parse_seconds_flag(name, value, "");
+      if (out.startup_timeout_s == 0)
+        throw InvalidArgument("--startup_timeout_s=0: give the seconds to wait for the cluster");
     } else if (name == "job_name") {
       job_flag = value;
     } else if (name == "task_index") {
@@ -399,6 +506,8 @@ PSFLOW_DECL ServerOptions TaskFlags::server_options() const {
       std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_timeout_s * 1000));
   options.slow_step_warning =
       std::chrono::milliseconds(static_cast<std::int64_t>(slow_step_warning_s * 1000));
+  options.orphan_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(orphan_timeout_s * 1000));
   options.checkpoint_dir = checkpoint_dir;  // a ps's own shard directory
   if (bind_all) options.bind_address = address().find('[') == 0 ? "::" : "0.0.0.0";
   options.tls_cert_file = tls_cert;

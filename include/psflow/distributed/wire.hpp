@@ -50,7 +50,8 @@ enum class MessageType : std::uint16_t {
   stop_server,       // "please stop": the receiving server's join() returns
   ping,              // liveness / incarnation check
   heartbeat,         // one-way, empty: "still here" from a side that had nothing else to send
-  last = heartbeat,
+  workers_done,      // worker -> ps, chief: the workers done training (end_of_training.hpp)
+  last = workers_done,
 };
 
 struct FrameHeader {

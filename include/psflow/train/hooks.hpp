@@ -152,6 +152,9 @@ PSFLOW_DECL std::shared_ptr<SessionRunHook> StopAfterStepsHook(std::int64_t num_
 // shared through summary::FileWriterCache.
 PSFLOW_DECL std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n_steps = 100,
                                                             std::string output_dir = "");
+// The same at most once per `every` (TF's every_n_secs), however fast the steps go.
+PSFLOW_DECL std::shared_ptr<SessionRunHook> StepCounterHook(std::chrono::duration<double> every,
+                                                            std::string output_dir = "");
 // Logs the values of `tensors` every `every_n_steps` runs.
 PSFLOW_DECL std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors,
                                                               std::int64_t every_n_steps);
@@ -244,8 +247,10 @@ class EvictEvery : public SessionRunHook {
 
 class StepCounter : public SessionRunHook {
  public:
-  StepCounter(std::int64_t every_n_steps, std::string output_dir)
-      : every_(every_n_steps), output_dir_(std::move(output_dir)) {}
+  // Every `every_n_steps` global steps, or (when 0) every `every` of time.
+  StepCounter(std::int64_t every_n_steps, std::chrono::duration<double> every,
+              std::string output_dir)
+      : every_(every_n_steps), every_time_(every), output_dir_(std::move(output_dir)) {}
   void begin(Graph& graph) override {
     global_step_ = require_global_step(graph, "StepCounterHook").value();
     if (!output_dir_.empty()) writer_ = summary::FileWriterCache::get(output_dir_);
@@ -259,7 +264,7 @@ class StepCounter : public SessionRunHook {
       last_time_ = now;
       return;
     }
-    if (step - *last_step_ < every_) return;
+    if (every_ > 0 ? step - *last_step_ < every_ : now - last_time_ < every_time_) return;
     const double seconds = std::chrono::duration<double>(now - last_time_).count();
     if (seconds > 0) {
       rate_ = static_cast<double>(step - *last_step_) / seconds;
@@ -280,6 +285,7 @@ class StepCounter : public SessionRunHook {
 
  private:
   std::int64_t every_;
+  std::chrono::duration<double> every_time_;
   std::string output_dir_;
   std::shared_ptr<summary::FileWriter> writer_;
   Output global_step_;
@@ -429,7 +435,16 @@ std::shared_ptr<SessionRunHook> StopAfterStepsHook(std::int64_t num_steps) {
 }
 std::shared_ptr<SessionRunHook> StepCounterHook(std::int64_t every_n_steps,
                                                 std::string output_dir) {
-  return std::make_shared<detail::StepCounter>(every_n_steps, std::move(output_dir));
+  if (every_n_steps <= 0)
+    throw InvalidArgument("StepCounterHook: every_n_steps must be positive (got " +
+                          std::to_string(every_n_steps) + ")");
+  return std::make_shared<detail::StepCounter>(every_n_steps, std::chrono::duration<double>(0),
+                                               std::move(output_dir));
+}
+std::shared_ptr<SessionRunHook> StepCounterHook(std::chrono::duration<double> every,
+                                                std::string output_dir) {
+  if (!(every.count() > 0)) throw InvalidArgument("StepCounterHook: the interval must be positive");
+  return std::make_shared<detail::StepCounter>(0, every, std::move(output_dir));
 }
 std::shared_ptr<SessionRunHook> LoggingTensorHook(std::vector<Output> tensors,
                                                   std::int64_t every_n_steps) {
