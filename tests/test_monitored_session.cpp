@@ -52,6 +52,16 @@ struct StepGraph {
   Operation train_op = global_step.assign_add(ops::constant(g, Tensor(std::int64_t{1}))).op();
 };
 
+// In one process, a checkpoint into `dir` every 5 global steps (and none by time).
+train::MonitoredTrainingSessionOptions checkpoint_every_5(const std::string& dir) {
+  train::MonitoredTrainingSessionOptions o;
+  o.checkpoint_dir = dir;
+  o.save_checkpoint_steps = 5;
+  o.save_checkpoint_secs.reset();
+  o.log_step_count_steps = 0;
+  return o;
+}
+
 train::MonitoredTrainingSessionOptions mts_options(const Server& server, bool chief,
                                                    std::int64_t last_step) {
   train::MonitoredTrainingSessionOptions o;
@@ -72,12 +82,8 @@ TEST_CASE("save_checkpoint_steps saves on its multiples of the global step, as T
   TempDir checkpoints("mts-every-5");
   StepGraph step_graph;
   auto& [g, global_step, train_op] = step_graph;
-  train::MonitoredTrainingSessionOptions options;
-  options.checkpoint_dir = checkpoints.path();
-  options.save_checkpoint_steps = 5;
-  options.save_checkpoint_secs.reset();
+  auto options = checkpoint_every_5(checkpoints.path());
   options.max_checkpoints_to_keep = 10;
-  options.log_step_count_steps = 0;
   options.hooks = {train::StopAtStepHook(17)};
   {
     train::MonitoredTrainingSession sess(g, options);
@@ -320,11 +326,7 @@ TEST_CASE("restore_fallback restores the previous checkpoint kept when the newes
   TempDir checkpoints("mts-fallback");
   StepGraph step_graph;
   auto& [g, global_step, train_op] = step_graph;
-  train::MonitoredTrainingSessionOptions options;
-  options.checkpoint_dir = checkpoints.path();
-  options.save_checkpoint_steps = 5;
-  options.save_checkpoint_secs.reset();
-  options.log_step_count_steps = 0;
+  auto options = checkpoint_every_5(checkpoints.path());
   {
     options.hooks = {train::StopAtStepHook(12)};
     train::MonitoredTrainingSession sess(g, options);

@@ -124,7 +124,7 @@ def main():
             time.sleep(0.2)
         else:
             say(f"timed out after {args.timeout:.0f} s")
-        # The chief is done: the others finish on their own (the chief stops the ps).
+        # The chief is done: the others finish on their own (the last worker stops the ps).
         deadline = time.monotonic() + 180
         while any(t.alive() for t in tasks) and time.monotonic() < deadline:
             time.sleep(0.2)
