@@ -6,5 +6,6 @@
 std::string consumer_library_sum() {
   psflow::Graph graph;
   psflow::Session sess(graph);
-  return psflow::repr(sess.run({psflow::ops::constant(graph, psflow::Tensor::filled(3.5f, {2}))})[0]);
+  return psflow::repr(
+      sess.run({psflow::ops::constant(graph, psflow::Tensor::filled(3.5f, {2}))})[0]);
 }
