@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,27 @@ TEST_CASE("the nearest known flag: '-' for '_', else the fewest edits, else none
   CHECK(psflow::detail::is_flag_named("--job_name=ps", "job_name"));
   CHECK(psflow::detail::is_flag_named("-job_name", "job_name"));
   CHECK_FALSE(psflow::detail::is_flag_named("--job_names=ps", "job_name"));
+}
+
+TEST_CASE("an argument splits into dashes and name and value and -1 and -.5 are values") {
+  using psflow::detail::split_flag_argument;
+  const auto full = split_flag_argument("--ps_hosts=a:1,b:2=x");
+  CHECK(full.dashes == 2);
+  CHECK(full.name == "ps_hosts");
+  CHECK(full.value == std::optional<std::string>("a:1,b:2=x"));
+  const auto bare = split_flag_argument("-bind_all");
+  CHECK(bare.dashes == 1);
+  CHECK(bare.name == "bind_all");
+  CHECK_FALSE(bare.value);
+  CHECK(split_flag_argument("--x=").value == std::optional<std::string>(""));
+  CHECK(split_flag_argument("value").dashes == 0);
+  CHECK(split_flag_argument("value").name.empty());
+  CHECK(psflow::detail::looks_like_value("-1"));
+  CHECK(psflow::detail::looks_like_value("-.5"));
+  CHECK(psflow::detail::looks_like_value("-"));
+  CHECK(psflow::detail::looks_like_value("host:1"));
+  CHECK_FALSE(psflow::detail::looks_like_value("--x"));
+  CHECK_FALSE(psflow::detail::looks_like_value("-x"));
 }
 
 TEST_CASE("Flags reads every kind of value, and says what is wrong with a bad one") {

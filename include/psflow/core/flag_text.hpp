@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,16 +64,34 @@ inline std::string help_entry(std::string_view head, std::string_view help) {
   return out + "\n";
 }
 
+// A command-line argument read as a flag: "--name=value", "--name", "-name=value" or "-name".
+struct FlagArgument {
+  std::size_t dashes = 0;            // 2, 1, or 0 when `arg` does not start with '-'
+  std::string name;                  // empty when dashes is 0
+  std::optional<std::string> value;  // what follows the first '=', if there is one
+};
+
+inline FlagArgument split_flag_argument(std::string_view arg) {
+  FlagArgument out;
+  out.dashes = arg.starts_with("--") ? 2 : arg.starts_with("-") ? 1 : 0;
+  if (out.dashes == 0) return out;
+  const std::string_view body = arg.substr(out.dashes);
+  const std::size_t eq = body.find('=');
+  out.name = std::string(body.substr(0, eq));
+  if (eq != std::string_view::npos) out.value = std::string(body.substr(eq + 1));
+  return out;
+}
+
 // Whether `arg` is flag `name`: "--name", "--name=...", "-name" or "-name=...".
 inline bool is_flag_named(std::string_view arg, std::string_view name) {
-  for (const std::string_view prefix : {"--", "-"})
-    if (arg.substr(0, prefix.size()) == prefix) {
-      const std::string_view rest = arg.substr(prefix.size());
-      if (rest.substr(0, name.size()) == name &&
-          (rest.size() == name.size() || rest[name.size()] == '='))
-        return true;
-    }
-  return false;
+  const FlagArgument flag = split_flag_argument(arg);
+  return flag.dashes > 0 && flag.name == name;
+}
+
+// Whether `arg`, after a flag without '=', is that flag's value rather than the next flag:
+// "-1" and "-.5" are values, "-x" and "--x" are flags.
+inline bool looks_like_value(std::string_view arg) {
+  return arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.';
 }
 
 // Whether `arg` is "--help", "-help" or "-h".

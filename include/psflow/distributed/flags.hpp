@@ -22,7 +22,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -82,11 +81,6 @@ class Flags {
     bool stands_alone;
     std::function<bool(const std::string&)> set;
   };
-  // "--x", "-x": not a value of the flag before it ("-1" is a value).
-  static bool looks_like_flag(const std::string& arg) {
-    return arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1])) &&
-           arg[1] != '.';
-  }
   template <class Number>
   static std::optional<Number> parse_number(const std::string& text);
   template <class Number>
@@ -172,12 +166,10 @@ inline bool Flags::parse(const std::vector<std::string>& args,
   // A mistyped flag is named first: "--job-name" is no --job_name, but not a cluster flag either.
   const std::vector<std::string> known = known_names();
   for (std::size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
-    const std::string& arg = args[i];
-    const std::size_t dashes = arg.rfind("--", 0) == 0 ? 2 : arg.rfind('-', 0) == 0 ? 1 : 0;
-    if (dashes == 0 || !looks_like_flag(arg)) continue;  // a value, or "-1"
-    const std::string name = arg.substr(dashes, arg.find('=') - dashes);
+    if (detail::looks_like_value(args[i])) continue;  // a value, or "-1"
+    const std::string name = detail::split_flag_argument(args[i]).name;
     if (std::find(known.begin(), known.end(), name) == known.end())
-      fail(detail::unknown_flag_text(arg, name, known));
+      fail(detail::unknown_flag_text(args[i], name, known));
   }
   const bool have_tf_config = tf_config && !tf_config->empty();
   bool names_task = have_tf_config;
@@ -216,19 +208,18 @@ inline void Flags::parse_own(const std::vector<std::string>& args) const {
   const std::vector<std::string> known = known_names();
   for (std::size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    const std::size_t dashes = arg.rfind("--", 0) == 0 ? 2 : arg.rfind('-', 0) == 0 ? 1 : 0;
-    if (dashes == 0 || arg.size() == dashes)
+    const detail::FlagArgument given = detail::split_flag_argument(arg);
+    if (given.name.empty())
       fail("unexpected argument '" + arg + "': every argument is a flag, --name=value");
-    const std::size_t eq = arg.find('=');
-    const std::string name = arg.substr(dashes, eq == std::string::npos ? eq : eq - dashes);
+    const std::string& name = given.name;
     const Flag* flag = nullptr;
     for (const Flag& f : flags_)
       if (f.name == name) flag = &f;
     if (!flag) fail(detail::unknown_flag_text(arg, name, known));
     std::string value = "true";
-    if (eq != std::string::npos)
-      value = arg.substr(eq + 1);
-    else if (!flag->stands_alone && i + 1 < args.size() && !looks_like_flag(args[i + 1]))
+    if (given.value)
+      value = *given.value;
+    else if (!flag->stands_alone && i + 1 < args.size() && detail::looks_like_value(args[i + 1]))
       value = args[++i];
     else if (!flag->stands_alone)
       fail("flag --" + name + " needs a value (--" + name + "=<value>)");

@@ -681,11 +681,10 @@ inline bool ServerCore::report_done(std::chrono::milliseconds patience) {
         " workers are; the last to finish stops the ps tasks");
     return false;
   }
-  const std::size_t ps_tasks = cluster_.has_job("ps") ? cluster_.num_tasks("ps") : 0;
+  const std::size_t ps_tasks = detail::tasks_of_job(cluster_, "ps").size();
   log("every worker is done (" + std::to_string(training_tasks_.size()) +
       "): stopping the ps tasks");
-  const std::size_t stopped =
-      detail::request_stop_job(peers_, cluster_, "ps", task_name_, std::chrono::seconds(5));
+  const std::size_t stopped = ps_tasks == 0 ? 0 : stop_job("ps", std::chrono::seconds(5));
   if (stopped < ps_tasks)
     log("only " + std::to_string(stopped) + " of " + std::to_string(ps_tasks) +
         " ps tasks acknowledged the stop (the others may be gone already)");

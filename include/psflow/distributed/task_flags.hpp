@@ -186,11 +186,6 @@ PSFLOW_DECL std::vector<std::string> split_host_list(std::string_view list) {
   return hosts;
 }
 
-// True when `arg` can be a flag's value given as the next argument (not another flag).
-PSFLOW_DECL bool looks_like_value(std::string_view arg) {
-  return arg.size() < 2 || arg[0] != '-' || is_ascii_digit(arg[1]);
-}
-
 }  // namespace detail
 
 PSFLOW_DECL TfConfig TfConfig::parse(std::string_view json) {
@@ -238,22 +233,19 @@ PSFLOW_DECL TaskFlags TaskFlags::parse(int argc, const char* const* argv, bool r
     }
   // What is not ours is named before anything else is checked: "--job-name=ps" is not a
   // missing --job_name.
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") break;
-    const std::size_t dashes = arg.rfind("--", 0) == 0 ? 2 : arg.rfind('-', 0) == 0 ? 1 : 0;
-    const std::string name = arg.substr(dashes, arg.find('=') - dashes);
-    const auto& known = flag_names();
-    if (dashes > 0 && std::find(known.begin(), known.end(), name) != known.end()) {
+  const auto& known = flag_names();
+  for (std::size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
+    const detail::FlagArgument flag = detail::split_flag_argument(args[i]);
+    if (flag.dashes > 0 && std::find(known.begin(), known.end(), flag.name) != known.end()) {
       // "--name value": skip the value
-      if (arg.find('=') == std::string::npos && name != "bind_all" && i + 1 < args.size() &&
+      if (!flag.value && flag.name != "bind_all" && i + 1 < args.size() &&
           detail::looks_like_value(args[i + 1]))
         ++i;
       continue;
     }
-    const std::string why =
-        dashes == 0 ? "unexpected argument '" + arg + "': every argument is a flag, --name=value"
-                    : detail::unknown_flag_text(arg, name, known);
+    const std::string why = flag.dashes == 0 ? "unexpected argument '" + args[i] +
+                                                   "': every argument is a flag, --name=value"
+                                             : detail::unknown_flag_text(args[i], flag.name, known);
     throw InvalidArgument(why + "; run '" + program + " --help' for the flags");
   }
   const char* env = std::getenv("TF_CONFIG");
@@ -310,7 +302,6 @@ PSFLOW_DECL std::string TaskFlags::help() {
 PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
                                        std::optional<std::string_view> tf_config,
                                        bool require_ps_job, const SlurmEnvironment* slurm) {
-  static constexpr std::string_view kHostFlags[] = {"ps_hosts", "worker_hosts", "chief_hosts"};
   const std::string usage =
       "pass --ps_hosts=host:port,... --worker_hosts=host:port,... --job_name=<ps|worker> "
       "--task_index=<N>, or set TF_CONFIG";
@@ -327,52 +318,39 @@ PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--") break;
-    std::string_view body = arg;
-    if (body.starts_with("--")) {
-      body.remove_prefix(2);
-    } else if (body.starts_with("-")) {
-      body.remove_prefix(1);
-    } else {
+    const detail::FlagArgument flag = detail::split_flag_argument(arg);
+    const std::string& name = flag.name;
+    if (flag.dashes == 0) {
       out.remaining_args.push_back(arg);
       continue;
     }
-    const std::size_t eq = body.find('=');
-    const std::string_view name = body.substr(0, eq);
     if (name == "checkpoint_dir") {  // read, and left for the program too (see above)
       out.remaining_args.push_back(arg);
-      if (eq != std::string_view::npos)
-        out.checkpoint_dir = std::string(body.substr(eq + 1));
+      if (flag.value)
+        out.checkpoint_dir = *flag.value;
       else if (i + 1 < args.size() && detail::looks_like_value(args[i + 1]))
         out.remaining_args.push_back(out.checkpoint_dir = args[++i]);
       continue;
     }
     if (name == "bind_all") {  // a switch: no value, or =true / =false
-      const std::string_view value =
-          eq == std::string_view::npos ? std::string_view("true") : body.substr(eq + 1);
+      const std::string value = flag.value.value_or("true");
       if (value != "true" && value != "false" && value != "1" && value != "0")
-        throw InvalidArgument("--bind_all takes no value, or =true / =false (got '" +
-                              std::string(value) + "')");
+        throw InvalidArgument("--bind_all takes no value, or =true / =false (got '" + value + "')");
       out.bind_all = value == "true" || value == "1";
       continue;
     }
-    bool ours = name == "job_name" || name == "task_index" || name == "secret_file" ||
-                name == "heartbeat_timeout_s" || name == "slow_step_warning_s" ||
-                name == "orphan_timeout_s" || name == "startup_timeout_s" || name == "tls_cert" ||
-                name == "tls_key" || name == "tls_ca";
-    for (std::string_view host_flag : kHostFlags) ours = ours || name == host_flag;
-    ours = ours || name == "slurm_jobs" || name == "slurm_port_base";
-    if (!ours) {
+    const auto& ours = flag_names();
+    if (std::find(ours.begin(), ours.end(), name) == ours.end()) {
       out.remaining_args.push_back(arg);
       continue;
     }
     std::string value;
-    if (eq != std::string_view::npos) {
-      value = std::string(body.substr(eq + 1));
+    if (flag.value) {
+      value = *flag.value;
     } else if (i + 1 < args.size() && detail::looks_like_value(args[i + 1])) {
       value = args[++i];
     } else {
-      throw InvalidArgument("flag --" + std::string(name) + " needs a value (--" +
-                            std::string(name) + "=<value>); " + usage);
+      throw InvalidArgument("flag --" + name + " needs a value (--" + name + "=<value>); " + usage);
     }
     if (name == "secret_file") {
       if (value.empty()) throw InvalidArgument("--secret_file is empty; give the secret's file");
@@ -403,7 +381,7 @@ PSFLOW_DECL TaskFlags TaskFlags::parse(const std::vector<std::string>& args,
       slurm_jobs_flag = value;
     } else if (name == "slurm_port_base") {
       slurm_port_flag = value;
-    } else {
+    } else {  // --ps_hosts, --worker_hosts, --chief_hosts
       host_flags = true;
       const std::string job(name.substr(0, name.size() - std::string_view("_hosts").size()));
       jobs.erase(job);  // a repeated flag replaces the earlier one

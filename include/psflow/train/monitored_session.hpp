@@ -81,6 +81,9 @@ struct MonitoredTrainingSessionOptions {
   std::int64_t run_timeout_in_ms = 0;
   // Whether this worker's end of training counts towards stopping the ps tasks (see the top
   // of this file). Unset: yes when master is a Server's target and its cluster has a ps job.
+  // Reporting waits for each ps task at most min(startup_timeout_secs, 10 s) and for the chief
+  // 2 s, so a program that stops its ps tasks itself (Server::stop_job) while such a session is
+  // still open should set false, or its close() may wait that long for tasks that are gone.
   std::optional<bool> stop_ps_when_done;
   // Start-up: how long to wait for the cluster (every task the first runs need), and, on a
   // non-chief, how long to wait for the chief to initialize the model. Past it the session
