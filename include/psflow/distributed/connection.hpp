@@ -1,47 +1,33 @@
 // Connection: one TCP connection between two tasks, used in both directions.
 //
 // Either side may send requests, replies and one-way frames. A frame is written with one
-// scatter-gather write (header, metadata, table and the tensor buffers themselves: no payload
-// copy), from the sending thread when the connection is idle, else on the connection's strand
-// together with everything queued behind it. Reads take whatever the socket has into a 64 KiB
-// inbox, so several small frames cost one read; large payloads go straight into newly allocated
-// tensors. A frame that fails validation closes only this connection, with the reason logged; every
-// pending request then fails with Unavailable.
-// Requests may carry a deadline, checked by a timer every 50 ms.
-//
-// Heartbeats (when a heartbeat timeout is given): the side that has sent nothing for a quarter
-// of the timeout sends an empty heartbeat frame; a peer from which nothing arrived for the whole
-// timeout (no frame, and no byte of a large frame still coming in) is declared dead and the
-// connection closes with Unavailable naming it and how long it was silent. This catches a peer
-// that stopped (SIGSTOP, a hung host, a cut network) without closing its socket. A timer tick
-// that comes late because this process itself stalled restarts the count from that tick, so
-// the stall is not held against the peer.
+// scatter-gather write (outgoing_frame.hpp: no payload copy), from the sending thread when the
+// connection is idle, else on the connection's strand together with everything queued behind
+// it. Reads go through a FrameParser (frame_parser.hpp): several small frames cost one read,
+// large payloads go straight into newly allocated tensors. A frame that fails validation
+// closes only this connection, with the reason logged; every pending request then fails with
+// Unavailable. Requests may carry a deadline, checked by a timer every 50 ms; the same timer
+// drives the heartbeats (heartbeat_monitor.hpp): a peer silent for the heartbeat timeout is
+// declared dead and the connection closes with Unavailable naming it and how long it was silent.
 //
 // Over TLS (tls.hpp) the same frames go through an asio::ssl::stream instead of the plain
 // socket: OpenSSL's state is not thread-safe, so every write then goes through the strand
-// (async_write), small pieces gathered into one record. The plain socket keeps
-// its direct sendmsg path.
+// (async_write), small pieces gathered into one record. The plain socket keeps its direct
+// sendmsg path.
 //
 // Thread-safe: send(), call() and close() may be called from any thread. Handlers run on the
 // connection's strand (on one of the task's I/O threads, one handler at a time).
 #pragma once
 
-#include <sys/socket.h>
-#include <sys/uio.h>
-
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,6 +35,9 @@
 
 #include "psflow/core/log.hpp"
 #include "psflow/distributed/connect_errors.hpp"
+#include "psflow/distributed/frame_parser.hpp"
+#include "psflow/distributed/heartbeat_monitor.hpp"
+#include "psflow/distributed/outgoing_frame.hpp"
 #include "psflow/distributed/wire.hpp"
 
 namespace psflow {
@@ -120,20 +109,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void set_peer_task(std::string task);
 
  private:
-  // A frame being written: its encoded header and tensor table, and how much of it went out.
-  struct Outgoing {
-    explicit Outgoing(wire::Frame f);
-    // Calls visit(data, size) for each piece not sent yet: header, metadata, table and the
-    // tensor buffers themselves; false from visit stops the walk.
-    template <class Visit>
-    bool for_each_unsent(Visit&& visit) const;
-
-    wire::Frame frame;  // keeps the tensor buffers alive until written
-    std::array<unsigned char, wire::kHeaderBytes> header{};
-    std::string table;
-    std::size_t total_bytes = 0;
-    std::size_t bytes_sent = 0;
-  };
   struct Pending {
     ReplyCallback done;
     Clock::time_point deadline;
@@ -141,9 +116,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Writes everything queued (strand), then whatever was queued meanwhile.
   void write_queued();
-  // One non-blocking sendmsg of the queued frames (mutex_ held); drops the frames it sent
-  // completely and returns true when nothing is left. A full socket buffer or a failed socket
-  // sends nothing: the I/O thread then writes the rest, or reports the failure.
+  // One non-blocking sendmsg of the queued frames (mutex_ held); true when nothing is left. A
+  // full socket buffer or a failed socket sends nothing: the strand then writes the rest, or
+  // reports the failure.
   bool write_queue_without_blocking();
   // The end of a HeldWrites scope: write what it held, from this thread if the socket takes it.
   void write_held();
@@ -158,18 +133,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     else
       f(socket_);
   }
-  // TLS writes one record per buffer: gathers the small pieces of `buffers` into tls_staging_
-  // (strand only; one write at a time) so that a small frame leaves as one record.
-  std::vector<asio::const_buffer> gather_for_tls(const std::vector<asio::const_buffer>& buffers);
-
-  std::size_t buffered() const noexcept { return inbox_end_ - inbox_start_; }
   // Reads whatever the socket has (up to the inbox's room), then parses it.
-  void read_more(std::size_t frame_start_bytes);
-  // Delivers every complete frame in the inbox, then reads more. A frame's payload bytes that
-  // came in the same read as its header are copied out of the inbox (at most kInboxBytes); the
-  // rest is read straight into the tensors.
+  void read_more();
+  // Reads the part of the frame's payload the inbox did not hold, then delivers it.
+  void read_payload();
+  // Delivers every complete frame read, then reads more (strand).
   void parse_frames();
-  // Hands the frame just read to its pending request or to on_frame_.
+  // Hands the frame just parsed to its pending request or to on_frame_.
   void deliver();
   void close_on_read_error(const boost::system::error_code& ec);
 
@@ -178,9 +148,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void expire_requests();
   // Sends a heartbeat when we have been quiet, closes when the peer has been silent too long.
   void check_heartbeats(Clock::time_point now);
-  // Something arrived from the peer, or some of our bytes left.
-  void note_received() noexcept { last_received_.store(Clock::now().time_since_epoch().count()); }
-  void note_sent() noexcept { last_sent_.store(Clock::now().time_since_epoch().count()); }
   // The peer's task when it said hello and the description does not name it, else "the peer"
   // (the close reason names the description too).
   std::string peer_name() const;
@@ -192,23 +159,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<char> tls_staging_;
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;
-  const wire::WireLimits limits_;
   const std::string description_;
-  const std::chrono::milliseconds heartbeat_timeout_;
-  // Clock readings (time_since_epoch counts) of the last activity each way; any thread.
-  std::atomic<Clock::rep> last_received_;
-  std::atomic<Clock::rep> last_sent_;
-  Clock::time_point last_tick_;  // strand only
+  detail::HeartbeatMonitor heartbeats_;
   FrameHandler on_frame_;
   CloseHandler on_close_;
-
-  // Read state (strand only): bytes read and not yet parsed are inbox_[inbox_start_, inbox_end_).
-  static constexpr std::size_t kInboxBytes = 64 * 1024;
-  std::vector<char> inbox_ = std::vector<char>(kInboxBytes);
-  std::size_t inbox_start_ = 0;
-  std::size_t inbox_end_ = 0;
-  wire::FrameHeader header_;
-  wire::Frame incoming_;
+  detail::FrameParser parser_;  // strand only
 
   // Shared state.
   mutable std::mutex mutex_;
@@ -216,7 +171,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_ = false;
   Status close_reason_;
   std::string peer_task_;
-  std::deque<std::shared_ptr<Outgoing>> queue_;
+  detail::OutgoingQueue queue_;
   std::map<std::uint64_t, Pending> pending_;
   std::atomic<std::uint64_t> next_request_id_{1};
 };
@@ -228,11 +183,9 @@ inline Connection::Connection(asio::ip::tcp::socket socket, wire::WireLimits lim
     : socket_(std::move(socket)),
       strand_(asio::make_strand(socket_.get_executor())),
       timer_(strand_),
-      limits_(limits),
       description_(std::move(description)),
-      heartbeat_timeout_(heartbeat_timeout),
-      last_received_(Clock::now().time_since_epoch().count()),
-      last_sent_(Clock::now().time_since_epoch().count()) {
+      heartbeats_(heartbeat_timeout),
+      parser_(limits) {
   boost::system::error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
 }
@@ -250,15 +203,14 @@ inline void Connection::start(FrameHandler on_frame, CloseHandler on_close) {
   on_frame_ = std::move(on_frame);
   on_close_ = std::move(on_close);
   asio::dispatch(strand_, [self = shared_from_this()] {
-    self->last_tick_ = Clock::now();
-    self->note_received();  // the silence counts from the start
+    self->heartbeats_.start(Clock::now());  // the silence counts from the start
     self->parse_frames();
     self->arm_timer();
   });
 }
 
 inline void Connection::send(wire::Frame frame) {
-  auto out = std::make_shared<Outgoing>(std::move(frame));
+  auto out = std::make_shared<detail::OutgoingFrame>(std::move(frame));
   HeldWrites* held = HeldWrites::active();
   {
     // Held while writing, so close_now cannot close the socket under us.
@@ -324,35 +276,8 @@ inline void Connection::set_peer_task(std::string task) {
   peer_task_ = std::move(task);
 }
 
-inline Connection::Outgoing::Outgoing(wire::Frame f) : frame(std::move(f)) {
-  table = wire::encode_tensor_table(frame.tensors);
-  const wire::FrameHeader h = wire::frame_header(frame, table.size());
-  wire::encode_header(h, header.data());
-  total_bytes = header.size() + frame.metadata.size() + table.size() + h.payload_bytes;
-}
-
-template <class Visit>
-bool Connection::Outgoing::for_each_unsent(Visit&& visit) const {
-  std::size_t skip = bytes_sent;
-  auto piece = [&](const void* data, std::size_t size) {
-    if (skip >= size) {
-      skip -= size;
-      return true;
-    }
-    const bool more = visit(static_cast<const char*>(data) + skip, size - skip);
-    skip = 0;
-    return more;
-  };
-  if (!piece(header.data(), header.size()) ||
-      !piece(frame.metadata.data(), frame.metadata.size()) || !piece(table.data(), table.size()))
-    return false;
-  for (const Tensor& t : frame.tensors)
-    if (!piece(t.raw_data(), t.nbytes())) return false;
-  return true;
-}
-
 inline void Connection::write_queued() {
-  std::vector<std::shared_ptr<Outgoing>> batch;
+  std::vector<std::shared_ptr<detail::OutgoingFrame>> batch;
   {
     std::lock_guard lock(mutex_);
     if (closed_ || queue_.empty()) {
@@ -362,19 +287,14 @@ inline void Connection::write_queued() {
     batch.assign(queue_.begin(), queue_.end());
     queue_.clear();
   }
-  std::vector<asio::const_buffer> buffers;
-  for (const auto& out : batch)
-    out->for_each_unsent([&](const char* data, std::size_t size) {
-      buffers.emplace_back(data, size);
-      return true;
-    });
-  if (tls_) buffers = gather_for_tls(buffers);
+  std::vector<asio::const_buffer> buffers = detail::unsent_buffers(batch);
+  if (tls_) buffers = detail::gather_small_buffers(buffers, tls_staging_);
   on_stream([&](auto& stream) {
     asio::async_write(
         stream, buffers,
         // Each piece that leaves counts as activity: a slow big frame is not silence.
         [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-          if (n > 0) self->note_sent();
+          if (n > 0) self->heartbeats_.note_sent();
           return asio::transfer_all()(ec, n);
         },
         asio::bind_executor(strand_, [self = shared_from_this(), batch = std::move(batch)](
@@ -388,58 +308,9 @@ inline void Connection::write_queued() {
   });
 }
 
-inline std::vector<asio::const_buffer> Connection::gather_for_tls(
-    const std::vector<asio::const_buffer>& buffers) {
-  constexpr std::size_t kSmall = 16 * 1024;  // one TLS record's worth
-  std::size_t small_bytes = 0;
-  for (const auto& b : buffers)
-    if (b.size() < kSmall) small_bytes += b.size();
-  tls_staging_.resize(small_bytes);  // sized once: the buffers below point into it
-  std::vector<asio::const_buffer> gathered;
-  std::size_t staged = 0, run_start = 0;
-  auto end_run = [&] {
-    if (staged > run_start)
-      gathered.emplace_back(tls_staging_.data() + run_start, staged - run_start);
-    run_start = staged;
-  };
-  for (const auto& b : buffers) {
-    if (b.size() >= kSmall) {
-      end_run();
-      gathered.push_back(b);
-    } else {
-      std::memcpy(tls_staging_.data() + staged, b.data(), b.size());
-      staged += b.size();
-    }
-  }
-  end_run();
-  return gathered;
-}
-
 inline bool Connection::write_queue_without_blocking() {
-  if (tls_) return false;       // OpenSSL's state is the strand's alone: it writes
-  std::array<iovec, 64> iov{};  // the rest, if more, goes out on the next write
-  std::size_t count = 0;
-  for (const auto& out : queue_) {
-    const bool room = out->for_each_unsent([&](const char* data, std::size_t size) {
-      iov[count++] = iovec{const_cast<char*>(data), size};
-      return count < iov.size();
-    });
-    if (!room) break;
-  }
-  msghdr message{};
-  message.msg_iov = iov.data();
-  message.msg_iovlen = count;
-  const ssize_t written = ::sendmsg(socket_.native_handle(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
-  std::size_t left = written > 0 ? static_cast<std::size_t>(written) : 0;
-  if (left > 0) note_sent();
-  while (!queue_.empty()) {
-    Outgoing& front = *queue_.front();
-    const std::size_t take = std::min(left, front.total_bytes - front.bytes_sent);
-    front.bytes_sent += take;
-    left -= take;
-    if (front.bytes_sent < front.total_bytes) break;
-    queue_.pop_front();
-  }
+  if (tls_) return false;  // OpenSSL's state is the strand's alone: it writes
+  if (detail::send_without_blocking(socket_.native_handle(), queue_) > 0) heartbeats_.note_sent();
   return queue_.empty();
 }
 
@@ -455,93 +326,59 @@ inline void Connection::write_held() {
   asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
 }
 
-inline void Connection::read_more(std::size_t frame_start_bytes) {
-  std::memmove(inbox_.data(), inbox_.data() + inbox_start_, buffered());
-  inbox_end_ -= inbox_start_;
-  inbox_start_ = 0;
-  if (buffered() == 0 && inbox_.size() > kInboxBytes) inbox_.assign(kInboxBytes, '\0');
-  // A frame's header, metadata and table must fit at once (their sizes are within the limits).
-  if (frame_start_bytes > inbox_.size()) inbox_.resize(frame_start_bytes);
+inline void Connection::read_more() {
   on_stream([&](auto& stream) {
     stream.async_read_some(
-        asio::buffer(inbox_.data() + inbox_end_, inbox_.size() - inbox_end_),
+        parser_.read_buffer(),
         asio::bind_executor(strand_, [self = shared_from_this()](
                                          const boost::system::error_code& ec, std::size_t n) {
           if (ec) return self->close_on_read_error(ec);
-          self->note_received();
-          self->inbox_end_ += n;
+          self->heartbeats_.note_received();
+          self->parser_.bytes_read(n);
           self->parse_frames();
         }));
   });
 }
 
-inline void Connection::parse_frames() {
-  while (is_open()) {
-    if (buffered() < wire::kHeaderBytes) return read_more(wire::kHeaderBytes);
-    const char* at = inbox_.data() + inbox_start_;
-    try {
-      header_ = wire::decode_header(reinterpret_cast<const unsigned char*>(at), limits_);
-    } catch (const Error& e) {
-      return close_now(Status(ErrorCode::data_loss, e.message()), true);
-    }
-    const std::size_t frame_start =
-        wire::kHeaderBytes + header_.metadata_bytes + header_.table_bytes;
-    if (buffered() < frame_start) return read_more(frame_start);
-
-    incoming_ = wire::Frame{};
-    incoming_.type = header_.type;
-    incoming_.request_id = header_.request_id;
-    incoming_.metadata.assign(at + wire::kHeaderBytes, header_.metadata_bytes);
-    try {
-      incoming_.tensors = wire::allocate_from_table(
-          std::string_view(at + wire::kHeaderBytes + header_.metadata_bytes, header_.table_bytes),
-          header_, limits_);
-    } catch (const Error& e) {
-      // Malformed: DataLoss; a legal claim this machine cannot hold: ResourceExhausted.
-      return close_now(Status(e.code(), e.message()), true);
-    } catch (...) {  // std::bad_alloc: the process lives, this connection goes
-      return close_now(Status::from_current_exception(), true);
-    }
-    inbox_start_ += frame_start;
-
-    std::vector<asio::mutable_buffer> unread;
-    for (Tensor& t : incoming_.tensors) {
-      auto* data = static_cast<char*>(t.raw_data());
-      const std::size_t from_inbox = std::min(t.nbytes(), buffered());
-      std::memcpy(data, inbox_.data() + inbox_start_, from_inbox);
-      inbox_start_ += from_inbox;
-      if (from_inbox < t.nbytes()) unread.emplace_back(data + from_inbox, t.nbytes() - from_inbox);
-    }
-    if (!unread.empty()) {  // the inbox is empty now
-      on_stream([&](auto& stream) {
-        asio::async_read(
-            stream, unread,
-            // Each piece of a large payload counts as activity: a slow big frame is not silence.
-            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-              if (n > 0) self->note_received();
-              return asio::transfer_all()(ec, n);
-            },
-            asio::bind_executor(strand_, [self = shared_from_this()](
-                                             const boost::system::error_code& ec, std::size_t) {
+inline void Connection::read_payload() {
+  on_stream([&](auto& stream) {
+    asio::async_read(
+        stream, parser_.unread_payload(),
+        // Each piece of a large payload counts as activity: a slow big frame is not silence.
+        [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+          if (n > 0) self->heartbeats_.note_received();
+          return asio::transfer_all()(ec, n);
+        },
+        asio::bind_executor(
+            strand_, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
               if (ec) return self->close_on_read_error(ec);
               self->deliver();
               self->parse_frames();
             }));
-      });
-      return;
+  });
+}
+
+inline void Connection::parse_frames() {
+  while (is_open()) {
+    switch (parser_.parse()) {
+      case detail::FrameParser::Next::read_more:
+        return read_more();
+      case detail::FrameParser::Next::read_payload:
+        return read_payload();
+      case detail::FrameParser::Next::malformed:
+        return close_now(parser_.error(), true);
+      case detail::FrameParser::Next::frame:
+        deliver();
+        break;
     }
-    deliver();
   }
 }
 
 inline void Connection::deliver() {
-  try {
-    wire::check_payload(incoming_.tensors);
-  } catch (const Error& e) {
-    return close_now(Status(ErrorCode::data_loss, e.message()), true);
-  }
+  std::optional<wire::Frame> parsed = parser_.take_frame();
+  if (!parsed) return close_now(parser_.error(), true);
   HeldWrites replies;  // what the handlers send leaves when they are done, together
-  wire::Frame frame = std::move(incoming_);
+  wire::Frame frame = std::move(*parsed);
   if (frame.type == wire::MessageType::heartbeat) return;  // its arrival was all it had to say
   if (frame.type == wire::MessageType::reply) {
     ReplyCallback done;
@@ -609,34 +446,21 @@ inline std::string Connection::peer_name() const {
 }
 
 inline void Connection::check_heartbeats(Clock::time_point now) {
-  if (heartbeat_timeout_.count() <= 0) return;
-  const auto since_last_tick = now - last_tick_;
-  last_tick_ = now;
-  if (since_last_tick > heartbeat_timeout_ / 4) {
-    // This process stalled (stopped, swapped, starved): whatever the peer sent meanwhile may
-    // still wait in the socket. Measure its silence from now, when the timer actually fired.
-    note_received();
-    return;
-  }
-  const Clock::time_point received{Clock::duration(last_received_.load())};
-  const Clock::time_point sent{Clock::duration(last_sent_.load())};
-  if (now - received >= heartbeat_timeout_) {
-    char text[160];
-    std::snprintf(text, sizeof text, " sent nothing for %.1f s (heartbeat timeout %.1f s)",
-                  std::chrono::duration<double>(now - received).count(),
-                  std::chrono::duration<double>(heartbeat_timeout_).count());
-    close_now(Status(ErrorCode::unavailable,
-                     peer_name() + text +
-                         ": declared dead; is it stopped, hung or cut off by the network?"),
-              true);
-    return;
-  }
-  if (now - sent >= heartbeat_timeout_ / 4) {
-    {
+  switch (heartbeats_.check(now)) {
+    case detail::HeartbeatMonitor::Verdict::quiet_is_fine:
+      return;
+    case detail::HeartbeatMonitor::Verdict::peer_dead:
+      close_now(Status(ErrorCode::unavailable,
+                       peer_name() + heartbeats_.silence_text(now) +
+                           ": declared dead; is it stopped, hung or cut off by the network?"),
+                true);
+      return;
+    case detail::HeartbeatMonitor::Verdict::send_heartbeat: {
       std::lock_guard lock(mutex_);
       if (closed_ || writing_ || !queue_.empty()) return;  // something is on its way already
     }
-    send(wire::Frame{wire::MessageType::heartbeat, 0, {}, {}});
+      send(wire::Frame{wire::MessageType::heartbeat, 0, {}, {}});
+      return;
   }
 }
 

@@ -21,21 +21,16 @@
 //            "PSFLWEND"
 // CRC32 is zlib's crc32. The whole file must end right after the trailer.
 //
-// Slices (TF's save-slice information; how a Saver stores the shards of a partitioned variable):
-// a slice record holds the block of tensor `name` (of the full shape) that starts at `offset`
-// and spans `dimension` along each axis, its data that block alone, row-major. A name then has
-// one record per slice: all of one dtype and full shape, each inside the full shape, none
-// overlapping another, and no whole record of that name beside them. The slices need not cover
-// the whole tensor; a reader asking for a block they do not cover gets NotFound. A file without
-// slices is written with flags 0 and no slice fields, byte for byte as before slices existed, so
-// files written before them read as they always did; a psflow that predates slices refuses a
-// sliced file ("unknown flags 0x00000001") instead of misreading it.
+// Slices (TF's save-slice information; how a Saver stores the shards of a partitioned variable;
+// the rules they keep are in checkpoint_slices.hpp): a name then has one record per slice, each
+// holding its block alone, row-major. A file without slices is written with flags 0 and no
+// slice fields, byte for byte as before slices existed, so files written before them read as
+// they always did; a psflow that predates slices refuses a sliced file ("unknown flags
+// 0x00000001") instead of misreading it.
 //
 // Contract: write_checkpoint/read_checkpoint block on file I/O and keep no shared state, so
-// they may run on any thread. A write goes to a temporary file in the target's directory,
-// is fsync'ed and renamed over the target (then the directory is fsync'ed): readers see the
-// old file or the new one, never a partial one, and a failed write leaves nothing behind
-// (a crash mid-write may leave a "<name>.tmp.<pid>.<n>" file, never a bad "<name>").
+// they may run on any thread. A write is atomic (atomic_file.hpp): readers see the old file or
+// the new one, never a partial one, and a failed write leaves nothing behind.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +43,8 @@
 #include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
 #include "psflow/core/tensor.hpp"
+#include "psflow/train/atomic_file.hpp"
+#include "psflow/train/checkpoint_slices.hpp"
 
 #if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
 #include <fcntl.h>
@@ -56,36 +53,15 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <map>
 #include <set>
-#include <system_error>
 #endif
 
 namespace psflow::train {
 
 using CheckpointTensors = std::vector<std::pair<std::string, Tensor>>;
-
-// Where a stored tensor lies in the tensor it is a slice of: the block that starts at `offset`
-// (one entry per axis) in a tensor of `full_shape`; the block's lengths are the stored tensor's
-// shape. What a variable's SaveSliceInfo says about a shard.
-struct CheckpointSlice {
-  Shape full_shape;
-  std::vector<std::size_t> offset;
-  bool operator==(const CheckpointSlice&) const = default;
-};
-
-// One record of a checkpoint: the whole tensor `name`, or (with `slice`) a block of it.
-struct CheckpointEntry {
-  std::string name;
-  Tensor tensor;
-  std::optional<CheckpointSlice> slice;
-};
-using CheckpointEntries = std::vector<CheckpointEntry>;
 
 // Writes `tensors` (names unique and non-empty, tensors non-empty) to `path` atomically,
 // replacing any file there. Throws InvalidArgument for bad input (nothing is written),
@@ -95,7 +71,8 @@ using CheckpointEntries = std::vector<CheckpointEntry>;
 void write_checkpoint(std::string_view path, const CheckpointTensors& tensors);
 
 // The same for records that may be slices: a name may then appear once per slice (the rules are
-// in the file comment; InvalidArgument naming the name and the slices when they are broken).
+// in checkpoint_slices.hpp; InvalidArgument naming the name and the slices when they are
+// broken).
 // Without any slice the file is the one write_checkpoint writes.
 void write_checkpoint_entries(std::string_view path, const CheckpointEntries& entries);
 
@@ -124,6 +101,8 @@ static_assert(std::endian::native == std::endian::little,
 inline constexpr char kCheckpointMagic[8] = {'P', 'S', 'F', 'L', 'O', 'W', 'C', 'K'};
 inline constexpr char kCheckpointEndMagic[8] = {'P', 'S', 'F', 'L', 'W', 'E', 'N', 'D'};
 inline constexpr std::uint32_t kCheckpointVersion = 1;
+// Flag bit of a file whose records carry a slice field.
+inline constexpr std::uint32_t kCheckpointFlagSliced = 1;
 inline constexpr std::uint32_t kMaxCheckpointNameLength = 65535;
 inline constexpr std::uint32_t kMaxCheckpointRank = 64;
 inline constexpr std::uint64_t kCheckpointHeaderBytes = 8 + 4 + 4 + 8;
@@ -166,107 +145,6 @@ PSFLOW_DECL std::uint64_t get_le(const unsigned char* p, int bytes) {
   std::uint64_t v = 0;
   for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
   return v;
-}
-
-PSFLOW_DECL std::string errno_message(int err) {
-  return std::error_code(err, std::generic_category()).message();
-}
-
-// Throws the typed error for a failed file operation: `what` says which and on what file.
-[[noreturn]] inline void throw_io_error(int err, const std::string& what) {
-  const std::string message = what + ": " + errno_message(err);
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      throw NotFound(message);
-    case EACCES:
-    case EISDIR:
-    case EPERM:
-    case EROFS:
-    case ENOSPC:
-    case EDQUOT:
-      throw FailedPrecondition(message + " (fix the directory, then save again)");
-    default:
-      throw Internal(message);
-  }
-}
-
-PSFLOW_DECL std::string parent_directory(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  return dir.empty() ? std::string(".") : dir;
-}
-
-// A file that appears at its final path only when commit() succeeds. Not thread-safe; one
-// writer per object. The destructor removes the temporary file unless committed.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)), dir_(parent_directory(path_)) {
-    static std::atomic<std::uint64_t> counter{0};
-    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-      temp_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-      fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd_ < 0 && errno != EEXIST) {
-        const int err = errno;
-        if (err == ENOENT || err == ENOTDIR)
-          throw NotFound("cannot write '" + path_ + "': directory '" + dir_ +
-                         "' does not exist (create it first)");
-        throw_io_error(err, "cannot create a temporary file next to '" + path_ + "'");
-      }
-    }
-    if (fd_ < 0) throw Internal("cannot create a unique temporary file next to '" + path_ + "'");
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(temp_.c_str());
-  }
-
-  void write(const void* data, std::size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t written = ::write(fd_, p, n);
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        throw_io_error(errno, "cannot write '" + path_ + "'");
-      }
-      p += written;
-      n -= static_cast<std::size_t>(written);
-    }
-  }
-  void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
-
-  // Makes the content durable, then atomically replaces the final path with it.
-  void commit() {
-    if (::fsync(fd_) != 0) throw_io_error(errno, "cannot flush '" + path_ + "' to disk");
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) throw_io_error(errno, "cannot close '" + path_ + "'");
-    if (::rename(temp_.c_str(), path_.c_str()) != 0)
-      throw_io_error(errno, "cannot rename '" + temp_ + "' to '" + path_ + "'");
-    committed_ = true;
-    // The rename itself must survive a crash: sync the directory entry too.
-    const int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) throw_io_error(errno, "cannot open directory '" + dir_ + "' to sync it");
-    const int rc = ::fsync(dir_fd);
-    const int err = errno;
-    ::close(dir_fd);
-    if (rc != 0 && err != EINVAL)  // EINVAL: this file system cannot sync directories
-      throw_io_error(err, "cannot sync directory '" + dir_ + "'");
-  }
-
- private:
-  std::string path_;
-  std::string dir_;
-  std::string temp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-// Writes `contents` to `path` atomically (temporary file, fsync, rename, directory fsync).
-PSFLOW_DECL void write_file_atomically(const std::string& path, std::string_view contents) {
-  AtomicFile file(path);
-  file.write(contents);
-  file.commit();
 }
 
 // Sequential reader that checks every size against what is left of the file before reading,
@@ -365,274 +243,6 @@ PSFLOW_DECL std::string hex32(std::uint32_t v) {
   std::string out = "0x";
   for (int shift = 28; shift >= 0; shift -= 4) out.push_back(digits[(v >> shift) & 0xf]);
   return out;
-}
-
-// Flag bit of a file whose records carry a slice field.
-inline constexpr std::uint32_t kCheckpointFlagSliced = 1;
-
-// "[0:5, 0:4]": the block at `offset` spanning `lengths`, Python's slice notation.
-PSFLOW_DECL std::string block_string(const std::vector<std::size_t>& offset, const Shape& lengths) {
-  std::string out = "[";
-  for (std::size_t d = 0; d < lengths.size(); ++d)
-    out +=
-        (d ? ", " : "") + std::to_string(offset[d]) + ":" + std::to_string(offset[d] + lengths[d]);
-  return out + "]";
-}
-
-// "slice [0:5, 0:4] of 'emb' float32[10,4]" or "tensor 'w' float32[2,2]", for messages.
-PSFLOW_DECL std::string entry_string(const CheckpointEntry& e) {
-  const std::string type = std::string(dtype_name(e.tensor.dtype()));
-  if (!e.slice) return "tensor '" + e.name + "' " + type + shape_string(e.tensor.shape());
-  return "slice " + block_string(e.slice->offset, e.tensor.shape()) + " of '" + e.name + "' " +
-         type + shape_string(e.slice->full_shape);
-}
-
-PSFLOW_DECL std::vector<std::size_t> entry_offset(const CheckpointEntry& e) {
-  return e.slice ? e.slice->offset : std::vector<std::size_t>(e.tensor.rank(), 0);
-}
-
-// Elements in the intersection of two blocks (0 when they do not meet).
-PSFLOW_DECL std::size_t overlap_elements(const std::vector<std::size_t>& a_offset,
-                                         const Shape& a_shape,
-                                         const std::vector<std::size_t>& b_offset,
-                                         const Shape& b_shape) {
-  std::size_t count = 1;
-  for (std::size_t d = 0; d < a_shape.size(); ++d) {
-    const std::size_t lo = std::max(a_offset[d], b_offset[d]);
-    const std::size_t hi = std::min(a_offset[d] + a_shape[d], b_offset[d] + b_shape[d]);
-    if (lo >= hi) return 0;
-    count *= hi - lo;
-  }
-  return count;
-}
-
-// Checks the rules of the file comment for `entries` beyond each record's own fields: a slice
-// inside its full shape, one record per whole name, slices of a name agreeing and disjoint.
-// Returns what is wrong ("" when nothing is).
-PSFLOW_DECL std::string check_entries(const CheckpointEntries& entries) {
-  std::map<std::string_view, std::vector<const CheckpointEntry*>> by_name;
-  for (const auto& e : entries) {
-    if (e.slice) {
-      const auto& s = *e.slice;
-      if (s.full_shape.size() != e.tensor.rank() || s.offset.size() != e.tensor.rank())
-        return "the slice of '" + e.name + "' has a full shape of rank " +
-               std::to_string(s.full_shape.size()) + " and " + std::to_string(s.offset.size()) +
-               " offsets for data of rank " + std::to_string(e.tensor.rank()) +
-               " (all three must agree)";
-      for (std::size_t d = 0; d < s.full_shape.size(); ++d)
-        if (s.offset[d] > s.full_shape[d] || e.tensor.shape()[d] > s.full_shape[d] - s.offset[d])
-          return entry_string(e) + " reaches past the full shape along axis " + std::to_string(d);
-    }
-    by_name[e.name].push_back(&e);
-  }
-  for (const auto& [name, parts] : by_name) {
-    if (parts.size() < 2) continue;
-    const bool sliced = std::all_of(parts.begin(), parts.end(),
-                                    [](const CheckpointEntry* e) { return e->slice.has_value(); });
-    if (!sliced) {
-      const bool any_slice = std::any_of(parts.begin(), parts.end(), [](const CheckpointEntry* e) {
-        return e->slice.has_value();
-      });
-      if (!any_slice) return "tensor name '" + std::string(name) + "' appears twice";
-      return "'" + std::string(name) +
-             "' is stored both whole and as slices (give one or the other)";
-    }
-    for (std::size_t i = 1; i < parts.size(); ++i) {
-      const CheckpointEntry& a = *parts[0];
-      const CheckpointEntry& b = *parts[i];
-      if (a.tensor.dtype() != b.tensor.dtype() || a.slice->full_shape != b.slice->full_shape)
-        return "the slices of '" + std::string(name) + "' disagree: " + entry_string(a) + " and " +
-               entry_string(b) + " (every slice of a tensor has its dtype and full shape)";
-    }
-    for (std::size_t i = 0; i < parts.size(); ++i)
-      for (std::size_t j = i + 1; j < parts.size(); ++j)
-        if (overlap_elements(parts[i]->slice->offset, parts[i]->tensor.shape(),
-                             parts[j]->slice->offset, parts[j]->tensor.shape()) > 0)
-          return "the " + entry_string(*parts[i]) + " overlaps the " + entry_string(*parts[j]);
-  }
-  return {};
-}
-
-// What a checkpoint holds under one name: a whole tensor (one part, no slice) or slices of it.
-struct StoredTensor {
-  DType dtype = DType::float32;
-  Shape full_shape;
-  bool sliced = false;
-  std::vector<const CheckpointEntry*> parts;
-};
-
-// The validated `entries` by name, names in file order. Points into `entries`: keep them alive.
-struct CheckpointIndex {
-  std::map<std::string, StoredTensor, std::less<>> by_name;
-  std::vector<std::string> names;
-
-  explicit CheckpointIndex(const CheckpointEntries& entries) {
-    for (const auto& e : entries) {
-      auto [it, inserted] = by_name.try_emplace(e.name);
-      StoredTensor& stored = it->second;
-      if (inserted) {
-        names.push_back(e.name);
-        stored.dtype = e.tensor.dtype();
-        stored.full_shape = e.slice ? e.slice->full_shape : e.tensor.shape();
-        stored.sliced = e.slice.has_value();
-      }
-      stored.parts.push_back(&e);
-    }
-  }
-  const StoredTensor* find(std::string_view name) const {
-    auto it = by_name.find(name);
-    return it == by_name.end() ? nullptr : &it->second;
-  }
-};
-
-// Copies into `dst` (the block at dst_offset of the full tensor) the part of `src` (the block at
-// src_offset) that lies inside it; returns how many elements that was.
-PSFLOW_DECL std::size_t copy_overlap(const Tensor& src, const std::vector<std::size_t>& src_offset,
-                                     Tensor& dst, const std::vector<std::size_t>& dst_offset) {
-  const std::size_t rank = dst.rank();
-  const std::size_t item = dtype_size(dst.dtype());
-  const auto* from = static_cast<const char*>(src.raw_data());
-  auto* to = static_cast<char*>(dst.raw_data());
-  if (rank == 0) {
-    std::memcpy(to, from, item);
-    return 1;
-  }
-  std::vector<std::size_t> lo(rank), hi(rank);
-  std::size_t count = 1;
-  for (std::size_t d = 0; d < rank; ++d) {
-    lo[d] = std::max(src_offset[d], dst_offset[d]);
-    hi[d] = std::min(src_offset[d] + src.shape()[d], dst_offset[d] + dst.shape()[d]);
-    if (lo[d] >= hi[d]) return 0;
-    count *= hi[d] - lo[d];
-  }
-  auto strides = [rank](const Shape& shape) {
-    std::vector<std::size_t> out(rank);
-    std::size_t step = 1;
-    for (std::size_t d = rank; d-- > 0;) {
-      out[d] = step;
-      step *= shape[d];
-    }
-    return out;
-  };
-  const auto src_strides = strides(src.shape());
-  const auto dst_strides = strides(dst.shape());
-  const std::size_t run = (hi[rank - 1] - lo[rank - 1]) * item;  // contiguous in both
-  std::vector<std::size_t> index = lo;
-  for (;;) {
-    std::size_t s = 0, t = 0;
-    for (std::size_t d = 0; d < rank; ++d) {
-      s += (index[d] - src_offset[d]) * src_strides[d];
-      t += (index[d] - dst_offset[d]) * dst_strides[d];
-    }
-    std::memcpy(to + t * item, from + s * item, run);
-    std::size_t d = rank - 1;  // the last axis is the run; step the others like an odometer
-    for (;;) {
-      if (d == 0) return count;
-      --d;
-      if (++index[d] < hi[d]) break;
-      index[d] = lo[d];
-    }
-  }
-}
-
-// For an error message: a block inside [offset, offset + lengths) that no part of `stored`
-// covers, in Python's slice notation (stretched along axis 0 as far as it goes uncovered).
-PSFLOW_DECL std::string uncovered_block(const StoredTensor& stored,
-                                        const std::vector<std::size_t>& offset,
-                                        const Shape& lengths) {
-  const std::size_t rank = lengths.size();
-  std::vector<std::vector<std::size_t>> cuts(rank);
-  for (std::size_t d = 0; d < rank; ++d) {
-    const std::size_t lo = offset[d], hi = offset[d] + lengths[d];
-    cuts[d] = {lo, hi};
-    for (const auto* part : stored.parts) {
-      const auto part_offset = entry_offset(*part);
-      cuts[d].push_back(std::clamp(part_offset[d], lo, hi));
-      cuts[d].push_back(std::clamp(part_offset[d] + part->tensor.shape()[d], lo, hi));
-    }
-    std::sort(cuts[d].begin(), cuts[d].end());
-    cuts[d].erase(std::unique(cuts[d].begin(), cuts[d].end()), cuts[d].end());
-  }
-  // The cuts split the block into cells that each lie inside a part or outside all of them.
-  std::size_t cells = 1;
-  for (const auto& c : cuts) {
-    if (c.size() < 2) return block_string(offset, lengths);
-    cells = cells > 1000000 / (c.size() - 1) ? 1000001 : cells * (c.size() - 1);
-  }
-  if (cells > 1000000) return block_string(offset, lengths);
-  std::vector<std::size_t> cell(rank, 0);  // per axis: which interval of cuts[d]
-  auto covered = [&](const std::vector<std::size_t>& c) {
-    for (const auto* part : stored.parts) {
-      const auto part_offset = entry_offset(*part);
-      bool inside = true;
-      for (std::size_t d = 0; d < rank && inside; ++d)
-        inside = cuts[d][c[d]] >= part_offset[d] &&
-                 cuts[d][c[d] + 1] <= part_offset[d] + part->tensor.shape()[d];
-      if (inside) return true;
-    }
-    return false;
-  };
-  for (std::size_t n = 0; n < cells; ++n) {
-    if (!covered(cell)) {
-      std::vector<std::size_t> from(rank);
-      Shape span(rank);
-      for (std::size_t d = 0; d < rank; ++d) {
-        from[d] = cuts[d][cell[d]];
-        span[d] = cuts[d][cell[d] + 1] - from[d];
-      }
-      auto next = cell;
-      while (++next[0] + 1 < cuts[0].size() && !covered(next))
-        span[0] = cuts[0][next[0] + 1] - from[0];
-      return block_string(from, span);
-    }
-    for (std::size_t d = rank; d-- > 0;) {
-      if (++cell[d] + 1 < cuts[d].size()) break;
-      cell[d] = 0;
-    }
-  }
-  return block_string(offset, lengths);
-}
-
-// Block [offset, offset + lengths) of `stored` (which must lie inside its full shape): the
-// stored tensor itself when one part is exactly that block, else a copy assembled from the
-// parts. nullopt when the parts do not cover it; `missing` then says what is missing.
-PSFLOW_DECL std::optional<Tensor> stored_block(const StoredTensor& stored,
-                                               const std::vector<std::size_t>& offset,
-                                               const Shape& lengths, std::string* missing) {
-  for (const auto* part : stored.parts)
-    if (part->tensor.shape() == lengths && entry_offset(*part) == offset) return part->tensor;
-  // The block's size comes from the file (a slice's full shape): the disjoint parts can cover
-  // it only if they hold as many elements, so a larger block (or one whose count overflows)
-  // is missing elements before anything is allocated for it.
-  std::size_t needed = 1, held = 0;
-  bool overflow = false;
-  if (std::find(lengths.begin(), lengths.end(), std::size_t{0}) != lengths.end()) {
-    needed = 0;
-  } else {
-    for (std::size_t d : lengths) {
-      overflow = overflow || needed > SIZE_MAX / d;
-      if (!overflow) needed *= d;
-    }
-  }
-  for (const auto* part : stored.parts) held += part->tensor.size();
-  if (overflow || needed > held) {
-    if (missing)
-      *missing = uncovered_block(stored, offset, lengths) + " (the slices hold " +
-                 std::to_string(held) + " elements, the block needs " +
-                 (overflow ? "more than " + std::to_string(SIZE_MAX) : std::to_string(needed)) +
-                 ")";
-    return std::nullopt;
-  }
-  Tensor out = Tensor::uninitialized(stored.dtype, lengths);
-  std::size_t copied = 0;
-  for (const auto* part : stored.parts)
-    copied += copy_overlap(part->tensor, entry_offset(*part), out, offset);
-  if (copied == out.size()) return out;  // the parts are disjoint: every element was written
-  if (missing)
-    *missing = uncovered_block(stored, offset, lengths) + " (" +
-               std::to_string(out.size() - copied) + " of the " + std::to_string(out.size()) +
-               " elements needed are missing)";
-  return std::nullopt;
 }
 
 }  // namespace detail

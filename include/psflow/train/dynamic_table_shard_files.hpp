@@ -38,6 +38,7 @@
 #include "psflow/graph/dynamic_embedding.hpp"
 #include "psflow/runtime/session.hpp"
 #include "psflow/train/checkpoint_file.hpp"
+#include "psflow/train/checkpoint_slices.hpp"
 
 #if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
 #include <filesystem>
