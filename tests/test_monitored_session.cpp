@@ -101,6 +101,30 @@ TEST_CASE("save_checkpoint_steps saves on its multiples of the global step, as T
                                           "model.ckpt-15", "model.ckpt-17"});
 }
 
+TEST_CASE("every session starts its metrics at zero, and checkpoints leave them out") {
+  TempDir checkpoints("mts-metrics");
+  StepGraph step_graph;
+  auto& [g, global_step, train_op] = step_graph;
+  auto [mean, mean_update] = metrics::mean(ops::cast(global_step.value(), DType::float32));
+  auto options = checkpoint_every_5(checkpoints.path());
+  options.hooks = {train::StopAtStepHook(3)};
+  {
+    train::MonitoredTrainingSession sess(g, options);
+    CHECK(sess.raw_session().run({mean})[0].scalar<float>() == 0.0f);  // initialized, empty
+    while (!sess.should_stop()) sess.run(train_op);
+    sess.raw_session().run(mean_update);  // adds global step 3
+    CHECK(sess.raw_session().run({mean})[0].scalar<float>() == 3.0f);
+  }
+  // In one process the variables outlive a session: only the local initializer zeroes it.
+  train::MonitoredTrainingSession again(g, options);
+  CHECK(again.raw_session().run({global_step.value()})[0].scalar<std::int64_t>() == 3);
+  CHECK(again.raw_session().run({mean})[0].scalar<float>() == 0.0f);
+  const auto latest = train::latest_checkpoint(checkpoints.path());
+  REQUIRE(latest);
+  for (const auto& [name, value] : train::read_checkpoint(train::checkpoint_file_path(*latest)))
+    CHECK(name.rfind("mean/", 0) != 0);
+}
+
 TEST_CASE("StopAtStepHook stops every worker at the shared global step") {
   PsCluster cluster(2);
   Server w0(cluster.spec(), "worker", 0, cluster.quiet()),

@@ -253,6 +253,32 @@ TEST_CASE("FileWriter writes a TF-named event file that a decoder reads back") {
   CHECK(scalars(events, "acc") == std::vector<std::pair<std::int64_t, float>>{{7, 0.5f}});
 }
 
+TEST_CASE("a metrics::auc value is written as a TensorBoard scalar") {
+  TempDir dir("summary");
+  Graph g;
+  const Output labels = ops::placeholder(g, DType::float32, {-1}, "labels");
+  const Output scores = ops::placeholder(g, DType::float32, {-1}, "scores");
+  auto [auc, auc_update] = metrics::auc(labels, scores);
+  summary::scalar("eval/auc", auc);
+  const summary::MergedSummary merged = summary::merge_all(g);
+  Session sess(g);
+  sess.run(local_variables_initializer(g));
+  // One of the two positive-negative pairs is ranked right: AUC 1/2.
+  sess.run(auc_update, {{labels, Tensor::from_vector(std::vector<float>{1, 0, 0}, {3})},
+                        {scores, Tensor::from_vector(std::vector<float>{0.5f, 0.2f, 0.8f}, {3})}});
+  const float value = sess.run({auc})[0].scalar<float>();
+  CHECK(value == Approx(0.5).margin(0.01));
+  std::string path;
+  {
+    summary::FileWriter writer(dir.path() + "/eval");
+    writer.add_summary(merged.evaluate(sess.run(merged.fetches())), 42);
+    path = writer.path();
+    writer.close();
+  }
+  CHECK(scalars(read_events(path), "eval/auc") ==
+        std::vector<std::pair<std::int64_t, float>>{{42, value}});
+}
+
 TEST_CASE("FileWriter names the directory it cannot create") {
   TempDir dir("summary");
   std::ofstream(dir / "file") << "x";

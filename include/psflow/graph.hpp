@@ -16,6 +16,7 @@
 #include "psflow/graph/graph.hpp"
 #include "psflow/graph/logic_ops.hpp"
 #include "psflow/graph/math_ops.hpp"
+#include "psflow/graph/metrics.hpp"
 #include "psflow/graph/nn_ops.hpp"
 #include "psflow/graph/partitioned_variable.hpp"
 #include "psflow/graph/partitioner.hpp"

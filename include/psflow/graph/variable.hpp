@@ -109,6 +109,9 @@ struct VariableRecord {
 };
 inline constexpr const char* kGlobalVariables = "variables";
 inline constexpr const char* kTrainableVariables = "trainable_variables";
+// TF's LOCAL_VARIABLES: per-session state such as the metrics' counters (graph/metrics.hpp),
+// initialized by local_variables_initializer, never saved in checkpoints.
+inline constexpr const char* kLocalVariables = "local_variables";
 // The shards of dynamic embedding tables (graph/dynamic_embedding.hpp): Variable handles whose
 // op is a DynamicTable, initialized with the variables but saved apart from them.
 inline constexpr const char* kDynamicTableShards = "dynamic_table_shards";
@@ -153,6 +156,11 @@ PSFLOW_DECL std::vector<Variable> global_variables(const Graph& graph);
 
 PSFLOW_DECL std::vector<Variable> trainable_variables(const Graph& graph);
 
+// TF's local_variables(): the variables of LOCAL_VARIABLES (not in global_variables, never
+// trainable, not saved by a Saver), e.g. the counters of the metrics.
+PSFLOW_DECL std::vector<Variable> local_variables(const Graph& graph);
+
+// A global or local variable named `name`, if there is one.
 PSFLOW_DECL std::optional<Variable> find_variable(const Graph& graph, std::string_view name);
 
 namespace detail {
@@ -171,11 +179,12 @@ PSFLOW_DECL bool reuse_existing_variable(const Graph& graph, const std::string& 
 PSFLOW_DECL void check_shared_variable(const std::string& full_name, const Shape& shape,
                                        DType dtype, const Shape& wanted_shape, DType wanted_dtype);
 
-// get_variable, also for the shards of a partitioned variable (partition and save_slice set).
+// get_variable, also for the shards of a partitioned variable (partition and save_slice set);
+// `local`: a local variable (kLocalVariables, not trainable) instead of a global one.
 PSFLOW_DECL Variable create_variable(Graph& graph, std::string_view name, const Shape& shape,
                                      const Initializer& init, DType dtype, bool trainable,
                                      const PartitionInfo* partition,
-                                     std::optional<SaveSliceInfo> save_slice);
+                                     std::optional<SaveSliceInfo> save_slice, bool local = false);
 
 }  // namespace detail
 
@@ -190,6 +199,11 @@ PSFLOW_DECL Variable get_variable(Graph& graph, std::string_view name, Shape sha
 
 // One op that runs every variable's initializer ("init"; a NoOp when there are none).
 PSFLOW_DECL Operation global_variables_initializer(Graph& graph);
+
+// One op that runs every local variable's initializer (TF's local_variables_initializer; named
+// "init", made unique: "init_1" beside global_variables_initializer's; a NoOp when there are
+// none). Run it in each session that uses the local variables; MonitoredTrainingSession does.
+PSFLOW_DECL Operation local_variables_initializer(Graph& graph);
 
 // Like global_variables_initializer for a chosen set (TF's variables_initializer).
 PSFLOW_DECL Operation variables_initializer(const std::vector<Variable>& vars,
@@ -260,8 +274,17 @@ PSFLOW_DECL std::vector<Variable> trainable_variables(const Graph& graph) {
   return out;
 }
 
+PSFLOW_DECL std::vector<Variable> local_variables(const Graph& graph) {
+  std::vector<Variable> out;
+  for (auto& r : graph.collection<detail::VariableRecord>(detail::kLocalVariables))
+    out.emplace_back(r);
+  return out;
+}
+
 PSFLOW_DECL std::optional<Variable> find_variable(const Graph& graph, std::string_view name) {
   for (auto& v : global_variables(graph))
+    if (v.name() == name) return v;
+  for (auto& v : local_variables(graph))
     if (v.name() == name) return v;
   return std::nullopt;
 }
@@ -311,8 +334,9 @@ PSFLOW_DECL void check_shared_variable(const std::string& full_name, const Shape
 PSFLOW_DECL Variable create_variable(Graph& graph, std::string_view name, const Shape& shape,
                                      const Initializer& init, DType dtype, bool trainable,
                                      const PartitionInfo* partition,
-                                     std::optional<SaveSliceInfo> save_slice) {
+                                     std::optional<SaveSliceInfo> save_slice, bool local) {
   check_new_variable_name(graph, name);
+  trainable = trainable && !local;
   auto no_control = graph.clear_control_dependencies();  // variables never wait on other ops
   auto root = graph.name_scope("");
   auto record = std::make_shared<VariableRecord>();
@@ -336,7 +360,7 @@ PSFLOW_DECL Variable create_variable(Graph& graph, std::string_view name, const 
     record->initializer = ops::assign(record->variable.output(0), initial, true, "Assign").op();
     record->snapshot = ops::identity(record->variable.output(0), "read");
   }
-  graph.add_to_collection(kGlobalVariables, record);
+  graph.add_to_collection(local ? kLocalVariables : kGlobalVariables, record);
   if (trainable) graph.add_to_collection(kTrainableVariables, record);
   return Variable(record);
 }
@@ -364,6 +388,12 @@ PSFLOW_DECL Operation global_variables_initializer(Graph& graph) {
     inits.push_back(shard->initializer);  // empties the table
   if (inits.empty()) return ops::no_op(graph, "init");
   return ops::group(inits, "init");
+}
+
+PSFLOW_DECL Operation local_variables_initializer(Graph& graph) {
+  const std::vector<Variable> locals = local_variables(graph);
+  if (locals.empty()) return ops::no_op(graph, "init");
+  return variables_initializer(locals, "init");
 }
 
 PSFLOW_DECL Operation variables_initializer(const std::vector<Variable>& vars,

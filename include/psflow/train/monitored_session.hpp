@@ -5,6 +5,8 @@
 // Unavailable (a ps restarted or went away) it closes the session, makes a new one ready again
 // and retries until recovery_deadline_secs pass without success. Every recovery attempt is
 // logged (standard error) with its number, the error and the time left before that deadline.
+// Every session it makes then runs local_variables_initializer (TF's Scaffold local_init_op),
+// so streaming metrics (graph/metrics.hpp) start from zero.
 //
 // The end of training: a worker's session whose training ended normally (StopAtStepHook or
 // another hook asked to stop, an input ran out, or the program simply closes it) reports the
@@ -178,6 +180,7 @@ class MonitoredTrainingSession {
   MonitoredTrainingSessionOptions options_;
   std::vector<std::shared_ptr<SessionRunHook>> hooks_;
   Operation init_op_;
+  Operation local_init_op_;  // local_variables_initializer when the graph has local variables
   ReadinessCheck readiness_;
   std::unique_ptr<Saver> saver_;
   std::unique_ptr<Session> session_;
@@ -215,6 +218,7 @@ MonitoredTrainingSession::MonitoredTrainingSession(Graph& graph,
   }
   init_op_ = options_.init_op.valid() ? options_.init_op : global_variables_initializer(graph_);
   readiness_ = ReadinessCheck(global_variables(graph_));
+  if (!local_variables(graph_).empty()) local_init_op_ = local_variables_initializer(graph_);
   if (options_.is_chief && !options_.checkpoint_dir.empty())
     saver_ = std::make_unique<Saver>(graph_,
                                      SaverOptions{.max_to_keep = options_.max_checkpoints_to_keep,
@@ -375,6 +379,8 @@ void MonitoredTrainingSession::create_session_with_retries(
       if (session_) retired_.push_back(std::move(session_));
       session_ = std::make_unique<Session>(graph_, options_.master, options_.session_options);
       prepare(*session_);
+      // TF's Scaffold local_init_op: every session starts its metrics from zero.
+      if (local_init_op_.valid()) session_->run(local_init_op_);
       for (auto& hook : hooks_) hook->after_create_session(*session_);
       if (recovering) log("recovery attempt " + std::to_string(attempt) + " succeeded");
       // Again after a recovery: a restarted ps has forgotten.

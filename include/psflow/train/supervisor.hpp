@@ -2,7 +2,8 @@
 // the chief restores the latest checkpoint of its logdir (or runs the init op when there is
 // none), saves a checkpoint at once and then every save_model_secs from a background thread
 // and once more at stop(); the other workers wait, bounded by ready_deadline_secs, until every
-// variable is initialized (by the chief, on the ps tasks they share).
+// variable is initialized (by the chief, on the ps tasks they share). Every worker's session
+// then runs local_variables_initializer (TF's local_init_op), so streaming metrics start at 0.
 //
 // Also ReadinessCheck, TF's report_uninitialized_variables: which variables hold no value yet,
 // asked through IsVariableInitialized ops so it works the same in process and across tasks.
@@ -117,6 +118,7 @@ class Supervisor {
   Graph& graph_;
   SupervisorOptions options_;
   Operation init_op_;
+  Operation local_init_op_;  // local_variables_initializer when the graph has local variables
   std::optional<Variable> global_step_;
   std::unique_ptr<Saver> saver_;
   ReadinessCheck readiness_;
@@ -194,6 +196,7 @@ PSFLOW_DECL Supervisor::Supervisor(Graph& graph, SupervisorOptions options)
                           shape_string(global_step_->shape()));
   if (!options_.logdir.empty()) saver_ = std::make_unique<Saver>(graph_, options_.max_to_keep);
   readiness_ = ReadinessCheck(global_variables(graph_));
+  if (!local_variables(graph_).empty()) local_init_op_ = local_variables_initializer(graph_);
 }
 
 PSFLOW_DECL Supervisor::~Supervisor() {
@@ -217,6 +220,7 @@ PSFLOW_DECL Session& Supervisor::managed_session(std::string_view target) {
   }
   try {
     session_ = options_.is_chief ? prepare_chief(target) : wait_until_ready(target);
+    if (local_init_op_.valid()) session_->run(local_init_op_);
   } catch (...) {  // nothing is managed yet: the caller may try again
     std::lock_guard lock(mutex_);
     started_ = false;
