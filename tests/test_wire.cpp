@@ -201,6 +201,17 @@ TEST_CASE(
 }
 
 // Found by fuzzing (fuzz/targets/wire_frame.cpp; inputs in fuzz/regressions/wire_frame/).
+TEST_CASE("fuzz regression: a workers_done message whose done byte is not 0 or 1 is DataLoss") {
+  std::string bytes = wire::encode(wire::WorkersDone{true, "/job:worker/replica:0/task:1", {}});
+  const auto message = wire::decode<wire::WorkersDone>(bytes, "workers_done");
+  CHECK(message.done);
+  CHECK(message.reporter == "/job:worker/replica:0/task:1");
+  bytes[0] = 4;  // `done` is the first byte: 4 used to be loaded straight into a bool
+  CHECK_THROWS_AS(wire::decode<wire::WorkersDone>(bytes, "workers_done"), DataLoss);
+  CHECK_THROWS_WITH(wire::decode<wire::WorkersDone>(bytes, "workers_done"),
+                    Catch::Contains("a boolean holds 4"));
+}
+
 TEST_CASE("fuzz regression: a boolean byte other than 0 or 1 is DataLoss, never read as a bool") {
   auto graph_with = [](const AttrValue& value) {
     wire::RegisterGraph message;

@@ -199,13 +199,13 @@ struct WorkersDone {
   std::vector<std::string> finished;
   template <class A>
   void save(A& ar) const {
-    ar << done;
+    save_bool(ar, done);
     save_string(ar, reporter);
     save_sequence(ar, finished, [](A& a, const std::string& task) { save_string(a, task); });
   }
   template <class A>
   void load(A& ar) {
-    ar >> done;
+    load_bool(ar, done);
     load_string(ar, reporter);
     load_sequence(ar, finished, [](A& a, std::string& task) { load_string(a, task); });
   }

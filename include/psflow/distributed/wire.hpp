@@ -342,6 +342,21 @@ inline std::uint64_t checked_count(std::uint64_t count, std::size_t min_element_
 }
 }  // namespace detail
 
+// A bool as one byte, 0 or 1 (the bytes a Boost archive writes for a bool). Loading checks the
+// byte: anything but 0 or 1 is DataLoss, where loading it straight into a bool would be
+// undefined behaviour.
+template <class Archive>
+void save_bool(Archive& ar, bool b) {
+  ar << static_cast<std::uint8_t>(b ? 1 : 0);
+}
+template <class Archive>
+void load_bool(Archive& ar, bool& b) {
+  std::uint8_t byte = 0;
+  ar >> byte;
+  if (byte > 1) throw DataLoss("a boolean holds " + std::to_string(byte));
+  b = byte == 1;
+}
+
 template <class Archive>
 void save_string(Archive& ar, const std::string& s) {
   std::uint64_t n = s.size();
