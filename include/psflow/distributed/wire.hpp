@@ -298,6 +298,13 @@ class PlainWriter {
   std::string bytes_;
 };
 
+// The bool a wire byte holds: 0 or 1, anything else DataLoss (reading such a byte straight into
+// a bool would be undefined behaviour). `what` names the value, e.g. "a boolean attribute".
+inline bool bool_from_byte(std::uint8_t byte, const char* what = "a boolean") {
+  if (byte > 1) throw DataLoss(std::string(what) + " holds " + std::to_string(byte));
+  return byte == 1;
+}
+
 class PlainReader : public ByteSource {
  public:
   explicit PlainReader(const std::string& bytes) : bytes_(bytes) {}
@@ -306,8 +313,7 @@ class PlainReader : public ByteSource {
     if constexpr (std::is_same_v<T, bool>) {
       std::uint8_t byte = 0;
       load_binary(&byte, 1);
-      if (byte > 1) throw DataLoss("a boolean holds " + std::to_string(byte));
-      value = byte == 1;
+      value = bool_from_byte(byte);
     } else {
       load_binary(&value, sizeof value);
     }
@@ -342,9 +348,8 @@ inline std::uint64_t checked_count(std::uint64_t count, std::size_t min_element_
 }
 }  // namespace detail
 
-// A bool as one byte, 0 or 1 (the bytes a Boost archive writes for a bool). Loading checks the
-// byte: anything but 0 or 1 is DataLoss, where loading it straight into a bool would be
-// undefined behaviour.
+// A bool as one byte, 0 or 1 (the bytes a Boost archive writes for a bool); loading checks it
+// (bool_from_byte).
 template <class Archive>
 void save_bool(Archive& ar, bool b) {
   ar << static_cast<std::uint8_t>(b ? 1 : 0);
@@ -353,8 +358,7 @@ template <class Archive>
 void load_bool(Archive& ar, bool& b) {
   std::uint8_t byte = 0;
   ar >> byte;
-  if (byte > 1) throw DataLoss("a boolean holds " + std::to_string(byte));
-  b = byte == 1;
+  b = bool_from_byte(byte);
 }
 
 template <class Archive>
@@ -445,11 +449,10 @@ void load_attr(Archive& ar, AttrValue& v) {
   std::uint8_t index = 0;
   ar >> index;
   switch (index) {
-    case 0: {  // a byte, not a bool: any other value than 0 or 1 would be undefined as a bool
+    case 0: {
       std::uint8_t x = 0;
       ar >> x;
-      if (x > 1) throw DataLoss("a boolean attribute holds " + std::to_string(x));
-      v = x == 1;
+      v = bool_from_byte(x, "a boolean attribute");
       break;
     }
     case 1: {
