@@ -64,13 +64,6 @@ std::int64_t draw_id(std::uint64_t step, std::size_t i, bool dynamic, std::size_
   return dynamic ? static_cast<std::int64_t>(mix(h)) : static_cast<std::int64_t>(h % rows);
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1,
-                    static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
-}
-
 using Clock = std::chrono::steady_clock;
 
 std::string label(std::size_t live) { return std::to_string(live >> 20) + "M"; }
@@ -179,8 +172,8 @@ void interleaved_steps(benchmark::State& state) {
       static_cast<std::int64_t>(state.iterations() * kIdsPerStep * envs.size()));
   for (std::size_t e = 0; e < envs.size(); ++e) {
     const std::string& name = envs[e].first;
-    state.counters[name + "_median_us"] = percentile(seconds[e], 0.5) * 1e6;
-    state.counters[name + "_p99_us"] = percentile(seconds[e], 0.99) * 1e6;
+    state.counters[name + "_median_us"] = bench::percentile(seconds[e], 0.5) * 1e6;
+    state.counters[name + "_p99_us"] = bench::percentile(seconds[e], 0.99) * 1e6;
     if (envs[e].second->dynamic) state.counters[name + "_live_rows"] = envs[e].second->live_rows();
   }
 }

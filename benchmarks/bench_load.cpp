@@ -181,13 +181,6 @@ int run_child(const std::string& mode, const std::map<std::string, std::string>&
   return 0;
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 // Worker A here and the ps process (with its own checkpoint directory, for the saver).
 struct LoadEnv {
   bench::TempDir logs{"bench-load"};
@@ -296,9 +289,9 @@ void measure_steps(benchmark::State& state, LoadEnv& env) {
     if (trace_over_us > 0 && seconds.back() * 1e6 > trace_over_us)
       print_slow_step(seconds.back() * 1e6, metadata, start_ns);
   }
-  state.counters["median_us"] = percentile(seconds, 0.5) * 1e6;
-  state.counters["p99_us"] = percentile(seconds, 0.99) * 1e6;
-  state.counters["p999_us"] = percentile(seconds, 0.999) * 1e6;
+  state.counters["median_us"] = bench::percentile(seconds, 0.5) * 1e6;
+  state.counters["p99_us"] = bench::percentile(seconds, 0.99) * 1e6;
+  state.counters["p999_us"] = bench::percentile(seconds, 0.999) * 1e6;
 }
 
 void head_of_line_alone(benchmark::State& state) { measure_steps(state, load_env()); }

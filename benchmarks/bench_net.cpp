@@ -155,16 +155,9 @@ NetEnv& net_env() {
   return *env;
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 void set_latency_counters(benchmark::State& state, const std::vector<double>& seconds) {
-  state.counters["median_us"] = percentile(seconds, 0.5) * 1e6;
-  state.counters["p99_us"] = percentile(seconds, 0.99) * 1e6;
+  state.counters["median_us"] = bench::percentile(seconds, 0.5) * 1e6;
+  state.counters["p99_us"] = bench::percentile(seconds, 0.99) * 1e6;
 }
 
 // Minor page faults per iteration of this process and of the serving child.

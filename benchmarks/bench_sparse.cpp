@@ -237,13 +237,6 @@ struct RawStep {
   }
 };
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -258,8 +251,8 @@ void report(benchmark::State& state, const std::vector<double>& seconds,
             double distinct) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(kIdsPerStep));
-  state.counters["median_us"] = percentile(seconds, 0.5) * 1e6;
-  state.counters["p99_us"] = percentile(seconds, 0.99) * 1e6;
+  state.counters["median_us"] = bench::percentile(seconds, 0.5) * 1e6;
+  state.counters["p99_us"] = bench::percentile(seconds, 0.99) * 1e6;
   state.counters["distinct_ids"] = distinct;
   state.counters["shard_mib"] = static_cast<double>(rows / kShards * kDim * sizeof(float)) / kMiB;
   long long faults = 0;

@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <csignal>
@@ -30,6 +31,14 @@
 #include "support/child_process.hpp"  // tests/support: child processes and scratch directories
 
 namespace psflow::bench {
+
+// The q-quantile (0..1) of `v`, the nearest sample; 0 for none.
+inline double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
 
 // The tests' helpers: a child process with its output in files (killed at the latest by its
 // destructor), and a scratch directory for those files.

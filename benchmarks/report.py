@@ -204,6 +204,26 @@ def checkpoint(runs, t):
               None if p is None else p * 1e3, None if r is None else r * 1e3, "ms")
 
 
+def serving(runs, t):
+    """The CTR model's predictions (bench_serving): serving::Model::predict against the training
+    Session's forward pass, and examples/serve over HTTP against in-process predict."""
+    for batch in ["1", "256"]:
+        for stat, label in [("p50_us", "p50"), ("p99_us", "p99")]:
+            p = get(runs, "serving/predict/" + batch, stat)
+            s = get(runs, "serving/session_forward/" + batch, stat)
+            t.add("predict, CTR model, batch %s, %s (baseline: training Session's forward pass)"
+                  % (batch, label), p, s, "us", "≤ 1.1 ×",
+                  None if (p is None or s is None) else p <= 1.1 * s)
+    one = get(runs, "serving/predict_throughput/threads:1", "items_per_second")
+    two = get(runs, "serving/predict_throughput/threads:2", "items_per_second")
+    t.add("predictions/s, batch 1, 2 calling threads (baseline: 1 thread)", two, one, "/s")
+    for stat, label in [("p50_us", "p50"), ("p99_us", "p99")]:
+        r = get(runs, "serving/rest/1", stat)
+        p = get(runs, "serving/predict/1", stat)
+        t.add("REST :predict over loopback, batch 1, %s (baseline: in-process predict; the "
+              "difference is HTTP and JSON)" % label, r, p, "us")
+
+
 def head_of_line(runs, t):
     """A 4 KiB one-round-trip step's latency while another worker process pushes 64 MiB updates
     to the same ps (bench_load), against the same steps alone in the same run."""
@@ -340,6 +360,7 @@ def main(argv):
     dynamic(runs, t)
     conv(runs, t)
     checkpoint(runs, t)
+    serving(runs, t)
     head_of_line(runs, t)
 
     print(t.render())

@@ -20,6 +20,7 @@ packages=(
                                                    # handshake, mutual TLS between tasks
   openssl                                          # test_tls makes its certificates with it
   clang-14 libclang-rt-14-dev                      # fuzz/run.sh: libFuzzer with ASan+UBSan
+  curl                                             # tests/tools/check_serving.py: examples/serve
 )
 
 missing=()

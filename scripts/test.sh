@@ -4,8 +4,9 @@
 # Usage: scripts/test.sh [--quick]   (--quick: the normal build only)
 # Which pass runs what:
 #   release    the plain -DCMAKE_BUILD_TYPE=Release build (-O3) a user types: every test,
-#              including the wall-clock-timed ones (the trainer and CTR runs, trainer_failures,
-#              and multi_host: tasks on separate hosts in network namespaces, which needs root),
+#              including the wall-clock-timed ones (the trainer and CTR runs, whose exported
+#              models examples/serve then answers curl for, trainer_failures, and multi_host:
+#              tasks on separate hosts in network namespaces, which needs root),
 #              the packaging checks, then fuzz/run.sh (clang-14 libFuzzer targets: each replays
 #              its fuzz/regressions/ inputs, then fuzzes PSFLOW_FUZZ_SECONDS, default 45 s per
 #              target, 0 to replay only; see fuzz/README.md)

@@ -39,6 +39,16 @@
 // "sqrtn") into a relu layer and 10 linear units; softmax cross-entropy. Prints
 //   test accuracy: 0.XXXX
 //
+// --export_dir=DIR: before evaluating, the chief exports the trained model as a serving bundle
+// (psflow::serving::export_model through MonitoredTrainingSession::raw_session(), the variables
+// fetched from the ps tasks), then prints a request of the first test examples and the training
+// session's answers, to check a server against:
+//   exported the model to DIR: serve --model_dir=DIR --model_name=ctr
+//   serving check: {"instances": [[...], ...]} -> [0.XXXXXXXXX, ...]
+// clicks: input "ids" (int64 [-1, features]), output "probability" (float32 [-1]);
+// fashion_mnist: inputs "sp_indices", "sp_ids", "sp_shape" (the SparseTensor's parts), output
+// "probabilities" (float32 [-1, 10]).
+//
 // Flags: `ctr --help` prints them (add_flags below; the flags of every task in
 // examples/common/cluster_task.hpp and common/flags.hpp).
 #include <algorithm>
@@ -56,6 +66,7 @@
 #include "common/cluster_task.hpp"
 #include "common/dense_layer.hpp"
 #include "common/explain_flag.hpp"
+#include "common/export_model.hpp"
 #include "common/flags.hpp"
 #include "ctr/click_log.hpp"
 #include "ctr/metrics.hpp"
@@ -101,6 +112,7 @@ struct CtrFlags {
   std::size_t eval_batch_size = 5000;
   std::string data_dir = fashion_mnist::kDefaultDir;
   std::string checkpoint_dir;
+  std::string export_dir;
   std::uint64_t seed = 1;
   std::int64_t log_every_steps = 500;
   explain_flag::ExplainFlag explain;  // --explain[=words|dot], --explain_dir
@@ -154,6 +166,7 @@ void add_flags(psflow::Flags& flags, CtrFlags& f) {
       .add("eval_batch_size", "examples per evaluation run", &f.eval_batch_size, std::size_t{1})
       .add("data_dir", "fashion_mnist: where its files are", &f.data_dir)
       .add("checkpoint_dir", "the chief restores from / saves to it", &f.checkpoint_dir)
+      .add("export_dir", "chief: export the trained model there (a serving bundle)", &f.export_dir)
       .add("seed", "the click log's seed (its true model), and the deep init", &f.seed,
            std::uint64_t{0})
       .add("log_every_steps", "chief: log the loss every that many steps", &f.log_every_steps,
@@ -202,6 +215,8 @@ struct Model {
   psflow::Output ids, labels;
   psflow::SparseTensor sparse_ids;
   psflow::Output logits, loss;
+  // clicks: sigmoid(logits) [-1]; fashion_mnist: softmax(logits) [-1, 10]. What is served.
+  psflow::Output probability;
   // clicks: the test AUC, TF1's tf.metrics.auc (its counts are local variables of this worker).
   psflow::Output auc;
   psflow::Operation auc_update;
@@ -276,11 +291,14 @@ Model build_model(psflow::Graph& graph, const CtrFlags& flags,
   m.train_op = ops::group({wide_update, deep_update}, "train");
   m.dynamic_tables = tables.dynamic;
   placement.reset();
-  if (!images) {
-    std::optional<psflow::ScopeGuard> on_this_worker;
-    if (task.distributed)
-      on_this_worker.emplace(graph.device("/job:worker/task:" + std::to_string(task.index())));
-    std::tie(m.auc, m.auc_update) = psflow::metrics::auc(m.labels, ops::sigmoid(m.logits));
+  std::optional<psflow::ScopeGuard> on_this_worker;
+  if (task.distributed)
+    on_this_worker.emplace(graph.device("/job:worker/task:" + std::to_string(task.index())));
+  if (images) {
+    m.probability = ops::softmax(m.logits, "probabilities");
+  } else {
+    m.probability = ops::sigmoid(m.logits, "probability");
+    std::tie(m.auc, m.auc_update) = psflow::metrics::auc(m.labels, m.probability);
   }
   return m;
 }
@@ -340,6 +358,46 @@ void evaluate_images(psflow::Session& sess, const Model& m,
   }
   std::printf("test accuracy: %.4f\n",
               static_cast<double>(correct) / static_cast<double>(test.size()));
+  std::fflush(stdout);
+}
+
+// ---- export ----------------------------------------------------------------------------------
+
+// The chief's export (see --export_dir at the top), then the check line.
+void export_for_serving(psflow::Session& sess, const Model& m, const ctr::ClickLog& clicks,
+                        const CtrFlags& flags) {
+  const bool images = flags.data == "fashion_mnist";
+  psflow::serving::Signature signature;
+  psflow::FeedMap check_feeds;
+  const ctr::ClickBatch b = clicks.test_batch(0, 4);
+  if (images) {
+    signature = {.inputs = {{"sp_indices", m.sparse_ids.indices},
+                            {"sp_ids", m.sparse_ids.values},
+                            {"sp_shape", m.sparse_ids.dense_shape}},
+                 .outputs = {{"probabilities", m.probability}}};
+    check_feeds = {
+        {m.sparse_ids.indices, psflow::Tensor::from_vector<std::int64_t>({0, 0}, {1, 2})},
+        {m.sparse_ids.values, psflow::Tensor::from_vector<std::int64_t>({1})},
+        {m.sparse_ids.dense_shape, psflow::Tensor::from_vector<std::int64_t>({1, 1})}};
+  } else {
+    signature = {.inputs = {{"ids", m.ids}}, .outputs = {{"probability", m.probability}}};
+    check_feeds = {click_feeds(m, b).front()};
+  }
+  const psflow::Tensor p =
+      example::export_model(sess, flags.export_dir, signature, m.probability, check_feeds);
+  std::printf("exported the model to %s: serve --model_dir=%s --model_name=ctr\n",
+              flags.export_dir.c_str(), flags.export_dir.c_str());
+  if (!images) {
+    std::string request, answers;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      std::string row;
+      for (std::size_t k = 0; k < b.num_features; ++k)
+        row += (k ? ", " : "") + std::to_string(b.ids[i * b.num_features + k]);
+      request += (i ? ", [" : "[") + row + "]";
+      answers += format(i ? ", %.9g" : "%.9g", static_cast<double>(p.data<float>()[i]));
+    }
+    std::printf("serving check: {\"instances\": [%s]} -> [%s]\n", request.c_str(), answers.c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -426,6 +484,7 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
     log(format("worker %zu done at global step %lld after %.1f s", index,
                static_cast<long long>(step), seconds_since(started)));
     if (chief) {
+      if (!flags.export_dir.empty()) export_for_serving(sess->raw_session(), m, clicks, flags);
       for (const auto& table : m.dynamic_tables) {
         std::int64_t rows = 0;
         for (auto r : sess->raw_session().run({table.size()})[0].values<std::int64_t>()) rows += r;

@@ -20,6 +20,11 @@
 // --checkpoint_dir) the model, prints where the variables live, logs the loss and global
 // steps/sec, and at the end evaluates the 10k test images and prints exactly one line
 // "test accuracy: 0.XXXX" to standard output (everything else goes to standard error).
+// With --export_dir=DIR the chief first exports the classifier as a serving bundle (input
+// "images" float32 [-1, 784], output "probabilities" float32 [-1, 10]; the variables fetched from
+// the ps tasks through MonitoredTrainingSession::raw_session()) and logs
+//   serving check: {"instances": [[...784 pixels...]]} -> [[...10 probabilities...]]
+// the training session's answer for the first test image, to check a server against.
 //
 // Models (--model): "mlp", 784-256-128-10 with relu; "cnn", in the spirit of TF's "Deep MNIST"
 // tutorial but smaller (conv 5x5x16 - max_pool - conv 5x5x32 - max_pool - dense 128 with dropout -
@@ -65,6 +70,7 @@
 #include "common/cluster_task.hpp"
 #include "common/dense_layer.hpp"
 #include "common/explain_flag.hpp"
+#include "common/export_model.hpp"
 #include "common/flags.hpp"
 #include "fashion_mnist.hpp"
 #include "step_trace.hpp"
@@ -93,6 +99,7 @@ struct TrainerFlags {
   double lr_decay = 0.1;
   double lr_decay_at = 0.75;
   std::string checkpoint_dir;
+  std::string export_dir;
   std::int64_t save_checkpoint_steps = 0;
   bool sharded_checkpoints = false;
   bool sync_replicas = false;
@@ -145,6 +152,8 @@ TrainerFlags parse_flags(int argc, char** argv) {
            "tutorial uses /tmp/train_log); a ps: where it keeps its\n"
            "shards with --sharded_checkpoints",
            &f.checkpoint_dir)
+      .add("export_dir", "chief: export the trained classifier there (a serving bundle)",
+           &f.export_dir)
       .add("save_checkpoint_steps",
            "chief: also save every that many global steps (0: only\n"
            "every 600 s, at the start and at the end)",
@@ -209,8 +218,9 @@ TrainerFlags parse_flags(int argc, char** argv) {
 struct Model {
   psflow::Output images;     // placeholder float32 [-1,784]
   psflow::Output labels;     // placeholder float32 [-1,10]
-  psflow::Output keep_prob;  // cnn: placeholder float32 scalar (dropout); empty for mlp
+  psflow::Output keep_prob;  // cnn: dropout's keep probability, 1 unless fed; empty for mlp
   psflow::Output logits;
+  psflow::Output probabilities;  // softmax(logits): what is served
   psflow::Output loss;
   psflow::Output accuracy;       // the batch's fraction of correct predictions, in the graph
   psflow::Output learning_rate;  // piecewise constant in the global step
@@ -284,11 +294,13 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
     m.images = psflow::ops::placeholder(graph, psflow::DType::float32, {-1, 784}, "images");
     m.labels = psflow::ops::placeholder(graph, psflow::DType::float32, {-1, 10}, "labels");
     if (flags.model == "cnn") {
-      m.keep_prob = psflow::ops::placeholder(graph, psflow::DType::float32, {}, "keep_prob");
+      m.keep_prob = psflow::ops::placeholder_with_default(
+          psflow::ops::constant(graph, psflow::Tensor(1.0f)), {}, "keep_prob");
       m.logits = cnn_logits(graph, m.images, m.keep_prob);
     } else {
       m.logits = mlp_logits(graph, m.images);
     }
+    m.probabilities = psflow::ops::softmax(m.logits, "probabilities");
     m.loss = psflow::ops::reduce_mean(
         psflow::ops::softmax_cross_entropy_with_logits(m.labels, m.logits), {}, false, "loss");
     {
@@ -372,6 +384,27 @@ double evaluate(psflow::Session& sess, const Model& m, const fashion_mnist::Data
         static_cast<double>(count) * sess.run({m.accuracy}, m.feeds(batch, 1.0))[0].scalar<float>();
   }
   return correct / static_cast<double>(test.size());
+}
+
+// The chief's export (--export_dir), then the check line on standard error.
+void export_for_serving(psflow::Session& sess, const Model& m, const fashion_mnist::Dataset& test,
+                        const std::string& dir) {
+  const fashion_mnist::Batch first = fashion_mnist::slice(test, 0, 1);
+  const psflow::FeedMap check_feeds{{m.images, first.images}};
+  const psflow::Tensor p = example::export_model(
+      sess, dir,
+      {.inputs = {{"images", m.images}}, .outputs = {{"probabilities", m.probabilities}}},
+      m.probabilities, check_feeds);
+  auto list = [](const psflow::Tensor& t) {
+    std::string out;
+    for (float v : t.values<float>())
+      out += (out.empty() ? "" : ", ") + format("%.9g", static_cast<double>(v));
+    return "[[" + out + "]]";
+  };
+  log(format("exported the model to %s: serve --model_dir=%s --model_name=trainer", dir.c_str(),
+             dir.c_str()));
+  std::fprintf(stderr, "serving check: {\"instances\": %s} -> %s\n", list(first.images).c_str(),
+               list(p).c_str());
 }
 
 int run_worker(const TrainerFlags& flags, psflow::Server* server) {
@@ -490,6 +523,8 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         static_cast<double>(local_steps) / elapsed, loss));
 
     if (chief) {
+      if (!flags.export_dir.empty())
+        export_for_serving(mon_sess->raw_session(), m, *test, flags.export_dir);
       const auto eval_started = Clock::now();
       const double accuracy = evaluate(mon_sess->raw_session(), m, *test, flags.eval_batch_size);
       std::printf("test accuracy: %.4f\n", accuracy);

@@ -1,9 +1,10 @@
-// Writes the binary seed corpora of the fuzz targets (fuzz/corpus/wire_frame and
-// fuzz/corpus/checkpoint) with psflow's own encoders, so every seed is a valid frame or
-// checkpoint as psflow writes it today, plus a few near-valid variants. The text targets' seeds
+// Writes the binary seed corpora of the fuzz targets (fuzz/corpus/wire_frame,
+// fuzz/corpus/checkpoint and fuzz/corpus/graph_def) with psflow's own encoders, so every seed is
+// a valid frame, checkpoint or GraphDef as psflow writes it today, plus a few near-valid
+// variants. The text targets' seeds
 // are written by hand. Run after a format change (see fuzz/README.md):
 //   g++ -std=c++20 -Iinclude fuzz/tools/make_seeds.cpp -o build-fuzz/make_seeds
-//       -lboost_serialization -lz && build-fuzz/make_seeds fuzz/corpus   (one command line)
+//       -lboost_serialization -lz -pthread && build-fuzz/make_seeds fuzz/corpus   (one line)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,9 @@
 #include <string>
 
 #include "psflow/distributed/messages.hpp"
+#include "psflow/graph.hpp"
+#include "psflow/graph/graph_def.hpp"
+#include "psflow/observe/graph_def_proto.hpp"
 #include "psflow/train/checkpoint_file.hpp"
 
 using namespace psflow;
@@ -144,6 +148,21 @@ void write_checkpoints(const fs::path& dir, const fs::path& scratch) {
   fs::remove(file);
 }
 
+// A serving bundle's graph.pb: a small model with the attribute kinds a GraphDef carries.
+void write_graph_defs(const fs::path& dir) {
+  Graph g;
+  auto x = ops::placeholder(g, DType::float32, {-1, 2}, "x");
+  auto w = ops::variable(g, {2, 1}, DType::float32, "w");
+  auto y = ops::matmul(x, ops::identity(w, "w/read"));
+  auto b = ops::constant(g, Tensor::from_vector<float>({0.25f}, {1}), "b");
+  auto p = ops::sigmoid(ops::reshape(y + b, {-1}), "probability");
+  ops::mul(p, ops::scalar_like(p, 0.1));
+  ops::constant(g, Tensor::from_vector<bool>({true, false}, {2}), "mask");
+  const std::string bytes = observe::serialize_graph_def(g, {}, observe::GraphDefContent::complete);
+  save(dir / "model", bytes);
+  save(dir / "model-truncated", bytes.substr(0, bytes.size() - 9));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,11 +173,13 @@ int main(int argc, char** argv) {
   const fs::path corpus = argv[1];
   fs::create_directories(corpus / "wire_frame");
   fs::create_directories(corpus / "checkpoint");
+  fs::create_directories(corpus / "graph_def");
   const fs::path scratch =
       fs::temp_directory_path() / ("psflow-seeds-" + std::to_string(::getpid()));
   fs::create_directories(scratch);
   write_frames(corpus / "wire_frame");
   write_checkpoints(corpus / "checkpoint", scratch);
+  write_graph_defs(corpus / "graph_def");
   fs::remove_all(scratch);
   return 0;
 }

@@ -17,3 +17,8 @@
 // TensorBoard event files: summary::FileWriter, summary::scalar, summary::merge_all
 #include "psflow/observe/event_file_writer.hpp"
 #include "psflow/observe/summary.hpp"
+
+// serving: export a trained model as a bundle (serving::export_model); loading one for
+// inference alone is psflow/serving.hpp
+#include "psflow/serving.hpp"
+#include "psflow/serving/export.hpp"

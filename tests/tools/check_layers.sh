@@ -1,7 +1,8 @@
 #!/bin/sh
 # Includes never point up the layer order, and each heavy dependency enters through its one place.
 #   core <- graph <- runtime <- distributed;  observe reads graph and runtime;  train uses them all;
-#   impl/src.hpp (separate compilation) includes everything.
+#   serving (bundles and Model) sits on train without distributed; impl/src.hpp (separate
+#   compilation) includes everything.
 # Umbrellas: psflow/graph.hpp is the graph layer, psflow/runtime.hpp the runtime layer,
 # psflow/train.hpp the train layer.
 # Usage: check_layers.sh <include dir>     Prints every violation; exits 1 if there is any.
@@ -16,7 +17,8 @@ allowed() {  # layer -> the layers its headers may include
     distributed) echo "core graph runtime distributed" ;;
     observe) echo "core graph runtime observe" ;;
     train) echo "core graph runtime distributed observe train" ;;
-    impl) echo "core graph runtime distributed observe train impl" ;;  # compiles all of psflow
+    serving) echo "core graph runtime observe train serving" ;;
+    impl) echo "core graph runtime distributed observe train serving impl" ;;  # compiles all of psflow
     *) echo "" ;;
   esac
 }
@@ -26,6 +28,7 @@ layer_of() {  # header path -> its layer, or "any" for the top-level psflow.hpp 
     psflow/graph.hpp) echo graph ;;
     psflow/runtime.hpp) echo runtime ;;
     psflow/train.hpp) echo train ;;
+    psflow/serving.hpp) echo serving ;;
     psflow/*/*) echo "$1" | cut -d/ -f2 ;;
     *) echo any ;;
   esac
@@ -58,6 +61,28 @@ for header in $(find psflow -name '*.hpp' | sort); do
      [ "$header" != psflow/runtime/kernels/blas.hpp ]; then
     report "$header includes cblas.h: BLAS enters only through psflow/runtime/kernels/math_kernels.hpp or psflow/runtime/kernels/blas.hpp (include blas.hpp for its gemm)"
   fi
+done
+
+# psflow/serving.hpp is what a predict-only program includes: nothing it reaches, however
+# indirectly, may be in distributed/ (the network layer, Boost.Asio).
+includes_of() {
+  sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]\(psflow\/[^>"]*\)[>"].*/\1/p' "$1"
+}
+reached=" psflow/serving.hpp "
+pending="psflow/serving.hpp"
+while [ -n "$pending" ]; do
+  next=""
+  for header in $pending; do
+    for included in $(includes_of "$header"); do
+      case "$reached" in *" $included "*) continue ;; esac
+      reached="$reached$included "
+      next="$next $included"
+      case $included in
+        psflow/distributed/*) report "psflow/serving.hpp reaches $included (through $header): inference must not need the network layer" ;;
+      esac
+    done
+  done
+  pending=$next
 done
 
 if [ "$violations" -gt 0 ]; then

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -85,6 +86,31 @@ constexpr std::uint32_t tf_data_type(DType dtype) {
       return 10;
   }
   return 0;
+}
+
+// The DType of TF DataType number `code`, nullopt for one psflow has no type for.
+constexpr std::optional<DType> dtype_from_tf_data_type(std::uint32_t code) {
+  for (DType d : {DType::float32, DType::float64, DType::int32, DType::int64, DType::boolean})
+    if (tf_data_type(d) == code) return d;
+  return std::nullopt;
+}
+
+// TF's name of `dtype`'s DataType ("DT_FLOAT", "DT_DOUBLE", "DT_INT32", "DT_INT64", "DT_BOOL"),
+// as TF Serving's metadata shows it.
+constexpr std::string_view tf_data_type_name(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+      return "DT_FLOAT";
+    case DType::float64:
+      return "DT_DOUBLE";
+    case DType::int32:
+      return "DT_INT32";
+    case DType::int64:
+      return "DT_INT64";
+    case DType::boolean:
+      return "DT_BOOL";
+  }
+  return "DT_INVALID";
 }
 
 constexpr bool is_floating(DType dtype) {

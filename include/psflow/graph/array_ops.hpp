@@ -129,6 +129,12 @@ PSFLOW_DECL Output scalar_like(Output like, double value, std::string_view name 
 PSFLOW_DECL Output placeholder(Graph& graph, DType dtype, std::vector<std::int64_t> shape,
                                std::string_view name = "");
 
+// `input` unless a value is fed in its place (TF's placeholder_with_default), e.g. dropout's
+// keep probability: 1 in evaluation and serving, fed lower by training steps. `shape` (-1 for
+// unknown dimensions) is what a fed value must fit; `input`'s shape must fit it too.
+PSFLOW_DECL Output placeholder_with_default(Output input, std::vector<std::int64_t> shape,
+                                            std::string_view name = "");
+
 // A tensor of `shape` whose every element is `value`, computed when run (no big constant
 // stored in the graph, so it is cheap to ship to another task).
 PSFLOW_DECL Output fill(Graph& graph, DType dtype, const Shape& shape, double value,
@@ -241,8 +247,8 @@ PSFLOW_DECL std::vector<std::int64_t> resolve_reshape(const InferenceContext& ct
       unknown = static_cast<int>(i);
     } else if (target[i] < 0) {
       ctx.fail("new shape " + shape_string(target) + " has a negative dimension");
-    } else {
-      known_product *= target[i];
+    } else if (__builtin_mul_overflow(known_product, target[i], &known_product)) {
+      ctx.fail("new shape " + shape_string(target) + " has more elements than 64 bits count");
     }
   }
   if (!elements) return target;
@@ -274,6 +280,20 @@ PSFLOW_DECL std::vector<OutputSpec> infer_placeholder(const InferenceContext& ct
     if (d < -1)
       ctx.fail("placeholder dimension " + std::to_string(d) + " is invalid (use -1 for unknown)");
   return {OutputSpec{ctx.attr<DType>("dtype"), PartialShape::of(dims)}};
+}
+
+PSFLOW_DECL std::vector<OutputSpec> infer_placeholder_with_default(const InferenceContext& ctx) {
+  const auto& dims = ctx.attr<std::vector<std::int64_t>>("shape");
+  const PartialShape& given = ctx.input_shapes[0];
+  bool fits = !given.known || given.dims.size() == dims.size();
+  for (std::size_t i = 0; fits && given.known && i < dims.size(); ++i) {
+    if (dims[i] < -1) ctx.fail("dimension " + std::to_string(dims[i]) + " is invalid (use -1)");
+    fits = dims[i] == -1 || given.dims[i] == -1 || given.dims[i] == dims[i];
+  }
+  if (!fits)
+    ctx.fail("the default value's shape " + given.to_string() + " does not fit the shape " +
+             shape_string(dims));
+  return {OutputSpec{ctx.input_dtypes[0], PartialShape::of(dims)}};
 }
 
 PSFLOW_DECL std::vector<OutputSpec> infer_reshape(const InferenceContext& ctx) {
@@ -671,6 +691,13 @@ PSFLOW_DECL Output placeholder(Graph& graph, DType dtype, std::vector<std::int64
       .output(0);
 }
 
+PSFLOW_DECL Output placeholder_with_default(Output input, std::vector<std::int64_t> shape,
+                                            std::string_view name) {
+  return detail::build_op("PlaceholderWithDefault", {input}, {{"shape", std::move(shape)}}, name,
+                          "PlaceholderWithDefault")
+      .output(0);
+}
+
 PSFLOW_DECL Output fill(Graph& graph, DType dtype, const Shape& shape, double value,
                         std::string_view name) {
   return detail::build_source_op(graph, "Fill",
@@ -995,6 +1022,8 @@ PSFLOW_REGISTERED_AT_STARTUP const bool array_ops_registered = [] {
   defs.add({.type = "Placeholder", .infer = infer_placeholder});
   defs.add({.type = "Fill", .infer = fill_like_shape});
   defs.add({.type = "Identity", .num_inputs = 1, .infer = same_as_input});
+  defs.add(
+      {.type = "PlaceholderWithDefault", .num_inputs = 1, .infer = infer_placeholder_with_default});
   defs.add({.type = "Reshape", .num_inputs = 1, .infer = infer_reshape});
   defs.add({.type = "ConcatV2", .num_inputs = -1, .infer = infer_concat});
   defs.add({.type = "Slice", .num_inputs = 1, .infer = infer_slice});
@@ -1022,6 +1051,7 @@ PSFLOW_REGISTERED_AT_STARTUP const bool array_ops_registered = [] {
   auto& grads = GradientRegistry::global();
   grads.add("ConcatV2", concat_grad);
   grads.add("Identity", identity_grad);
+  grads.add("PlaceholderWithDefault", identity_grad);
   grads.add("Reshape", reshape_grad);
   grads.add("Slice", slice_grad);
   grads.add("Pad", pad_grad);

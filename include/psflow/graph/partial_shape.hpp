@@ -30,10 +30,13 @@ struct PartialShape {
   }
   std::int64_t rank() const { return known ? static_cast<std::int64_t>(dims.size()) : -1; }
   Shape to_shape() const { return Shape(dims.begin(), dims.end()); }  // only when fully_defined()
+  // nullopt when not fully defined; InvalidArgument when the count does not fit in 64 bits.
   std::optional<std::int64_t> num_elements() const {
     if (!fully_defined()) return std::nullopt;
     std::int64_t n = 1;
-    for (auto d : dims) n *= d;
+    for (auto d : dims)
+      if (__builtin_mul_overflow(n, d, &n))
+        throw InvalidArgument("shape " + to_string() + " has more elements than 64 bits count");
     return n;
   }
 

@@ -35,6 +35,9 @@ void write_file_atomically(const std::string& path, std::string_view contents);
 // The directory `path` lies in: "." when it names none.
 std::string parent_directory(const std::string& path);
 
+// Makes the entries of directory `dir` (a rename into it) survive a crash.
+void sync_directory(const std::string& dir);
+
 // Implementation, compiled where psflow's is (core/compilation.hpp).
 #if PSFLOW_COMPILES_IMPLEMENTATION
 // ---------------------------------------------------------------------------------------------
@@ -65,6 +68,16 @@ PSFLOW_DECL std::string errno_message(int err) {
 PSFLOW_DECL std::string parent_directory(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   return dir.empty() ? std::string(".") : dir;
+}
+
+PSFLOW_DECL void sync_directory(const std::string& dir) {
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) throw_io_error(errno, "cannot open directory '" + dir + "' to sync it");
+  const int rc = ::fsync(dir_fd);
+  const int err = errno;
+  ::close(dir_fd);
+  if (rc != 0 && err != EINVAL)  // EINVAL: this file system cannot sync directories
+    throw_io_error(err, "cannot sync directory '" + dir + "'");
 }
 
 // A file that appears at its final path only when commit() succeeds. Not thread-safe; one
@@ -115,14 +128,7 @@ class AtomicFile {
     if (::rename(temp_.c_str(), path_.c_str()) != 0)
       throw_io_error(errno, "cannot rename '" + temp_ + "' to '" + path_ + "'");
     committed_ = true;
-    // The rename itself must survive a crash: sync the directory entry too.
-    const int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) throw_io_error(errno, "cannot open directory '" + dir_ + "' to sync it");
-    const int rc = ::fsync(dir_fd);
-    const int err = errno;
-    ::close(dir_fd);
-    if (rc != 0 && err != EINVAL)  // EINVAL: this file system cannot sync directories
-      throw_io_error(err, "cannot sync directory '" + dir_ + "'");
+    sync_directory(dir_);  // the rename itself must survive a crash
   }
 
  private:

@@ -113,20 +113,7 @@ inline constexpr std::uint64_t kMinCheckpointRecordBytes = 4 + 1 + 4 + 4 + 8 + 4
 // TF's DataType enum numbers, so the codes mean the same thing to a TF user.
 constexpr std::uint32_t checkpoint_dtype_code(DType dtype) { return tf_data_type(dtype); }
 constexpr std::optional<DType> checkpoint_dtype_from_code(std::uint32_t code) {
-  switch (code) {
-    case 1:
-      return DType::float32;
-    case 2:
-      return DType::float64;
-    case 3:
-      return DType::int32;
-    case 9:
-      return DType::int64;
-    case 10:
-      return DType::boolean;
-    default:
-      return std::nullopt;
-  }
+  return dtype_from_tf_data_type(code);
 }
 
 PSFLOW_DECL std::uint32_t crc32_of(std::uint32_t crc, const void* data, std::size_t n) {
