@@ -3,11 +3,12 @@
 // Properties checked beyond "no crash": a GraphDef that imports writes out (GraphDefContent::
 // complete) and reads back as the same nodes, attributes included (devices are compared in
 // their canonical form by the graph, inputs as the graph orders them: not here).
+#include "psflow/graph/graph_def.hpp"
+
 #include <variant>
 
 #include "fuzz_common.hpp"
 #include "psflow/graph.hpp"
-#include "psflow/graph/graph_def.hpp"
 #include "psflow/observe/graph_def_proto.hpp"
 
 namespace {
