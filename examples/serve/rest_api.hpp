@@ -141,30 +141,15 @@ class RestApi {
     }
   }
 
-  // GET /v1/models/NAME/metadata's answer.
+  // GET /v1/models/NAME/metadata's answer: the bundle's signature in TF Serving's layout.
   nlohmann::json metadata() const {
-    auto side = [](const std::map<std::string, psflow::serving::TensorInfo>& infos) {
-      nlohmann::json out = nlohmann::json::object();
-      for (const auto& [name, info] : infos) {
-        nlohmann::json shape = {{"unknown_rank", !info.shape.known}};
-        shape["dim"] = nlohmann::json::array();
-        for (std::int64_t d : info.shape.dims)
-          shape["dim"].push_back({{"size", std::to_string(d)}, {"name", ""}});
-        out[name] = {{"dtype", std::string(psflow::tf_data_type_name(info.dtype))},
-                     {"tensor_shape", shape},
-                     {"name", info.tensor}};
-      }
-      return out;
-    };
-    const auto& signature = model_.signature();
     return {{"model_spec", {{"name", name_}, {"signature_name", ""}, {"version", version_}}},
             {"metadata",
              {{"signature_def",
                {{"signature_def",
                  {{psflow::serving::kServingSignatureName,
-                   {{"inputs", side(signature.inputs)},
-                    {"outputs", side(signature.outputs)},
-                    {"method_name", "tensorflow/serving/predict"}}}}}}}}}};
+                   nlohmann::json::parse(
+                       psflow::serving::signature_def_json(model_.signature()))}}}}}}}};
   }
 
   // POST :predict's answer to `request`.

@@ -357,8 +357,8 @@ PSFLOW_DECL GraphDef parse_graph_def(std::string_view bytes, const std::string& 
   ProtoReader r(bytes, what);
   for (ProtoReader::Field f; r.next(f);) {
     if (f.number != 1) continue;  // versions, library: nothing psflow runs
-    file.expect(f, 2, "GraphDef.node");
     detail::GraphDefParse parse{file, {}};
+    parse.expect(f, 2, "GraphDef.node");
     def.nodes.push_back(parse.node_def(f.bytes));
   }
   return def;

@@ -36,8 +36,6 @@ class ProtoReader {
   // The next field into `field`; false at the end of the message. Throws DataLoss.
   bool next(Field& field);
 
-  // Field checks for the caller: DataLoss unless `field` has wire type `wire_type`.
-  void expect(const Field& field, int wire_type, std::string_view message_name) const;
   // The int64s of a packed repeated field's bytes.
   std::vector<std::int64_t> packed_varints(std::string_view bytes) const;
   [[noreturn]] void fail(const std::string& problem) const;
@@ -107,13 +105,6 @@ PSFLOW_DECL bool ProtoReader::next(Field& field) {
       fail("field " + std::to_string(field.number) + " has wire type " +
            std::to_string(field.wire_type) + ", which this reader does not take");
   }
-}
-
-PSFLOW_DECL void ProtoReader::expect(const Field& field, int wire_type,
-                                     std::string_view message_name) const {
-  if (field.wire_type != wire_type)
-    fail(std::string(message_name) + " field " + std::to_string(field.number) + " has wire type " +
-         std::to_string(field.wire_type) + ", expected " + std::to_string(wire_type));
 }
 
 PSFLOW_DECL std::vector<std::int64_t> ProtoReader::packed_varints(std::string_view bytes) const {

@@ -13,11 +13,13 @@
 //                          "signature_def": {"serving_default": {
 //                            "method_name": "tensorflow/serving/predict",
 //                            "inputs": {"x": {"name": "x:0", "dtype": "DT_FLOAT",
-//                                             "tensor_shape": {"dim": [{"size": "-1"}, ...]}}},
+//                                             "tensor_shape": {"unknown_rank": false,
+//                                               "dim": [{"size": "-1", "name": ""}, ...]}}},
 //                            "outputs": {...}}},
 //                          "files": {"graph.pb": {"bytes": N, "crc32": C}, ...}}
 //                         signature entries in TF Serving's metadata layout (sizes as strings,
-//                         -1 for an unknown dimension, "unknown_rank": true for an unknown rank)
+//                         -1 for an unknown dimension, "unknown_rank": true for an unknown rank;
+//                         signature_def_json gives the same entry for a server's metadata)
 //
 // The directory is written whole or not at all: into a temporary sibling, every file fsync'ed,
 // then renamed into place. Reading checks the manifest's format version, then each file's size
@@ -29,6 +31,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,6 +45,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -91,8 +95,13 @@ void write_bundle(std::string_view dir, const std::string& graph_def,
 // Reads and checks the bundle in `dir` (see the file comment for the errors).
 BundleContents read_bundle(std::string_view dir);
 
-// The manifest's signature entry of one tensor, in TF Serving's metadata layout.
-std::string tensor_info_json(const TensorInfo& info);
+// The tensor of `graph` named "node:index" (TF's tensor names; "node" alone is output 0), nullopt
+// when the graph has none.
+std::optional<Output> find_tensor(const Graph& graph, std::string_view name);
+
+// `signature` as TF Serving's SignatureDef JSON ({"inputs": {...}, "outputs": {...},
+// "method_name": ...}), what the manifest stores and GET .../metadata answers.
+std::string signature_def_json(const SignatureDef& signature);
 
 // Implementation, compiled where psflow's is (core/compilation.hpp).
 #if PSFLOW_COMPILES_IMPLEMENTATION
@@ -100,16 +109,19 @@ std::string tensor_info_json(const TensorInfo& info);
 namespace detail {
 
 PSFLOW_DECL nlohmann::json tensor_info_to_json(const TensorInfo& info) {
-  nlohmann::json shape = nlohmann::json::object();
-  if (!info.shape.known) {
-    shape["unknown_rank"] = true;
-  } else {
-    shape["dim"] = nlohmann::json::array();
-    for (std::int64_t d : info.shape.dims) shape["dim"].push_back({{"size", std::to_string(d)}});
-  }
+  nlohmann::json shape = {{"unknown_rank", !info.shape.known}, {"dim", nlohmann::json::array()}};
+  for (std::int64_t d : info.shape.dims)
+    shape["dim"].push_back({{"size", std::to_string(d)}, {"name", ""}});
   return {{"name", info.tensor},
           {"dtype", std::string(tf_data_type_name(info.dtype))},
           {"tensor_shape", shape}};
+}
+
+PSFLOW_DECL nlohmann::json signature_def_to_json(const SignatureDef& signature) {
+  nlohmann::json inputs = nlohmann::json::object(), outputs = nlohmann::json::object();
+  for (const auto& [name, info] : signature.inputs) inputs[name] = tensor_info_to_json(info);
+  for (const auto& [name, info] : signature.outputs) outputs[name] = tensor_info_to_json(info);
+  return {{"method_name", "tensorflow/serving/predict"}, {"inputs", inputs}, {"outputs", outputs}};
 }
 
 [[noreturn]] inline void bad_manifest(const std::string& path, const std::string& problem) {
@@ -176,8 +188,22 @@ PSFLOW_DECL std::uint32_t crc32_of_string(const std::string& bytes) {
 
 }  // namespace detail
 
-PSFLOW_DECL std::string tensor_info_json(const TensorInfo& info) {
-  return detail::tensor_info_to_json(info).dump();
+PSFLOW_DECL std::optional<Output> find_tensor(const Graph& graph, std::string_view name) {
+  const auto colon = name.rfind(':');
+  int index = 0;
+  if (colon != std::string_view::npos) {
+    const std::string_view digits = name.substr(colon + 1);
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (error != std::errc() || end != digits.data() + digits.size() || digits.empty())
+      return std::nullopt;
+  }
+  const auto op = graph.find_operation(name.substr(0, colon));
+  if (!op || index < 0 || index >= op->num_outputs()) return std::nullopt;
+  return op->output(index);
+}
+
+PSFLOW_DECL std::string signature_def_json(const SignatureDef& signature) {
+  return detail::signature_def_to_json(signature).dump();
 }
 
 PSFLOW_DECL void write_bundle(std::string_view dir, const std::string& graph_def,
@@ -211,20 +237,11 @@ PSFLOW_DECL void write_bundle(std::string_view dir, const std::string& graph_def
     train::write_checkpoint(variables_path, variables);
     const std::string variables_bytes = detail::read_whole_file(variables_path, temp.string());
 
-    nlohmann::json inputs = nlohmann::json::object(), outputs = nlohmann::json::object();
-    for (const auto& [name, info] : signature.inputs)
-      inputs[name] = detail::tensor_info_to_json(info);
-    for (const auto& [name, info] : signature.outputs)
-      outputs[name] = detail::tensor_info_to_json(info);
     nlohmann::json manifest = {
         {"format", "psflow serving bundle"},
         {"format_version", kBundleFormatVersion},
         {"psflow_version", version_string},
-        {"signature_def",
-         {{kServingSignatureName,
-           {{"method_name", "tensorflow/serving/predict"},
-            {"inputs", inputs},
-            {"outputs", outputs}}}}},
+        {"signature_def", {{kServingSignatureName, detail::signature_def_to_json(signature)}}},
         {"files",
          {{kGraphFile,
            {{"bytes", graph_def.size()}, {"crc32", detail::crc32_of_string(graph_def)}}},

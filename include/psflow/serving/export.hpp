@@ -87,22 +87,11 @@ PSFLOW_DECL bool changes_state(std::string_view type) {
 }
 
 PSFLOW_DECL Output resolve_tensor(Graph& graph, const std::string& name) {
-  const auto colon = name.rfind(':');
-  std::string node = name;
-  int index = 0;
-  if (colon != std::string::npos) {
-    node = name.substr(0, colon);
-    try {
-      index = std::stoi(name.substr(colon + 1));
-    } catch (const std::exception&) {
-      index = -1;
-    }
-  }
-  const auto op = graph.find_operation(node);
-  if (!op || index < 0 || index >= op->num_outputs())
+  const std::optional<Output> tensor = find_tensor(graph, name);
+  if (!tensor)
     throw NotFound("export_model_from_checkpoint: the graph has no tensor '" + name +
                    "': name a node's output as \"node:index\"");
-  return op->output(index);
+  return *tensor;
 }
 
 }  // namespace detail
@@ -142,6 +131,9 @@ PSFLOW_DECL void export_model(Session& session, std::string_view dir, const Sign
   for (const Variable& v : global_variables(graph))
     variable_reads.emplace(v.op().name(), v.value());
   for (const Variable& v : local_variables(graph)) variable_reads.emplace(v.op().name(), v.value());
+  std::map<std::string, Variable> table_shards;
+  for (const DynamicEmbedding& table : dynamic_embeddings(graph))
+    for (const Variable& shard : table.shards()) table_shards.emplace(shard.op().name(), shard);
   for (int id : needed) {
     const Operation op(&graph, id);
     NodeDef node = to_node_def(graph, id);
@@ -157,15 +149,14 @@ PSFLOW_DECL void export_model(Session& session, std::string_view dir, const Sign
       values.push_back(read != variable_reads.end() ? read->second : op.output(0));
       value_names.push_back(node.name);
     } else if (node.op == psflow::detail::kDynamicTableType) {
+      const auto shard = table_shards.find(node.name);
+      if (shard == table_shards.end())
+        fail("dynamic table shard '" + node.name + "' belongs to no get_dynamic_embedding table");
       auto scope = graph.name_scope("export/");
-      auto colocated = graph.colocate_with(op);
-      const Operation rows = psflow::detail::build_op(
-          "DynamicTableExport", {op.output(0)},
-          {{"slot_names", std::string()}, {"slot_initials", psflow::detail::slot_initials({})}}, "",
-          "DynamicTableExport");
-      values.push_back(rows.output(0));
+      const auto rows = psflow::detail::dynamic_table_export(shard->second, {});  // no slots
+      values.push_back(rows[0]);
       value_names.push_back(node.name + "-keys");
-      values.push_back(rows.output(1));
+      values.push_back(rows[1]);
       value_names.push_back(node.name + "-values");
       node.attrs["insert"] = false;
     } else if (node.op == "DynamicTableFind") {

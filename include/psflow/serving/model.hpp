@@ -91,21 +91,12 @@ namespace detail {
 // The graph tensor `info` names, checked against the graph.
 PSFLOW_DECL Output bundle_tensor(Graph& graph, const std::string& name, const TensorInfo& info,
                                  const std::string& manifest) {
-  const auto colon = info.tensor.rfind(':');
-  std::optional<Operation> op;
-  int index = -1;
-  if (colon != std::string::npos) {
-    op = graph.find_operation(std::string_view(info.tensor).substr(0, colon));
-    try {
-      index = std::stoi(info.tensor.substr(colon + 1));
-    } catch (const std::exception&) {
-    }
-  }
-  if (!op || index < 0 || index >= op->num_outputs() || op->output(index).dtype() != info.dtype)
+  const std::optional<Output> tensor = find_tensor(graph, info.tensor);
+  if (!tensor || tensor->dtype() != info.dtype)
     throw DataLoss("serving bundle file '" + manifest + "' is damaged: signature tensor '" + name +
                    "' names '" + info.tensor + "' (" + std::string(dtype_name(info.dtype)) +
                    "), which the graph does not have; export the model again");
-  return op->output(index);
+  return *tensor;
 }
 
 // Placeholders and the op that give every variable and table shard its exported value.
