@@ -47,6 +47,10 @@ train::CheckpointTensors sample_tensors() {
       {"empty_i64", Tensor(DType::int64, {3, 0})},
       {"i32_scalar", Tensor(std::int32_t{-42})},
       {"f64", Tensor::from_vector<double>({0.1, 0.2}, {1, 2})},
+      {"vocab", Tensor::from_vector<std::string>(
+                    {"", std::string("a\0b", 3), "user:12345", std::string(3000, 'w')}, {2, 2})},
+      {"string_scalar", Tensor(std::string("s"))},
+      {"empty_string", Tensor(DType::string, {0})},
   };
 }
 
@@ -449,4 +453,26 @@ TEST_CASE("fuzz regression: slices of a huge or overflowing full shape are NotFo
     CHECK_THROWS_WITH(train::read_checkpoint(path),
                       Catch::Contains("'t'") && Catch::Contains("the slices hold"));
   }
+}
+
+TEST_CASE("a string record is its lengths, then its bytes, and lengths that lie are DataLoss") {
+  TempDir dir("checkpoint");
+  const auto path = dir.file("strings.psflow");
+  train::write_checkpoint(path, {{"s", Tensor::from_vector<std::string>({"ab", "c"})}});
+  std::string data;
+  put64(data, 2);
+  put64(data, 1);
+  data += "abc";
+  CHECK(read_bytes(path) == craft({RawRecord{"s", 7, {2}, data.size(), data}}));
+
+  std::string lying;
+  put64(lying, 2);
+  put64(lying, 5);  // runs past the bytes
+  lying += "abc";
+  write_bytes(path, craft({RawRecord{"s", 7, {2}, lying.size(), lying}}));
+  CHECK_THAT(data_loss_message(path),
+             Catch::Contains("the strings of") && Catch::Contains("runs past the end"));
+  // Fewer bytes than the lengths of its elements take.
+  write_bytes(path, craft({RawRecord{"s", 7, {3}, 16, std::string(16, '\0')}}));
+  CHECK_THAT(data_loss_message(path), Catch::Contains("shape [3] of string"));
 }

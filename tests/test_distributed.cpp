@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "psflow/core/fingerprint.hpp"
 #include "psflow/distributed/messages.hpp"
 #include "psflow/distributed/server_core.hpp"
 #include "psflow/psflow.hpp"
@@ -659,6 +660,31 @@ TEST_CASE("feeds and fetches cross processes: a placeholder on the worker feeds 
   CHECK(sess.run({on_ps}, {{x, f32({1, 2, 3}, {3})}})[0].equals(f32({2, 5, 10}, {3})));
   CHECK(sess.run({on_ps}, {{x, f32({4}, {1})}})[0].equals(f32({17}, {1})));
   CHECK_THROWS_AS(sess.run({on_ps}), InvalidArgument);  // unfed placeholder
+  worker.stop_job("ps");
+}
+
+TEST_CASE("string tensors cross processes: fed on the worker, joined and hashed on the ps") {
+  Cluster cluster(1, 1);
+  Server worker(cluster.spec(), "worker", 0, cluster.quiet());
+  Graph g;
+  Output ids = ops::placeholder(g, DType::string, {-1}, "ids");
+  Output joined, buckets;
+  {
+    auto placement = g.device("/job:ps/task:0");
+    joined = ops::string_join({ops::constant(g, Tensor(std::string("user:"))), ids});
+    buckets = ops::string_to_hash_bucket_fast(joined, 1000000);
+  }
+  Session sess(g, worker.target());
+  const std::string with_nul("7\0x", 3);
+  const auto out = sess.run(
+      {joined, buckets},
+      {{ids, Tensor::from_vector<std::string>({"12345", "", with_nul, std::string(70000, 'z')})}});
+  CHECK(out[0].equals(Tensor::from_vector<std::string>(
+      {"user:12345", "user:", "user:" + with_nul, "user:" + std::string(70000, 'z')})));
+  const auto b = out[1].values<std::int64_t>();
+  REQUIRE(b.size() == 4);
+  CHECK(b[0] == static_cast<std::int64_t>(fingerprint64("user:12345") % 1000000));
+  CHECK(b[2] == static_cast<std::int64_t>(fingerprint64("user:" + with_nul) % 1000000));
   worker.stop_job("ps");
 }
 

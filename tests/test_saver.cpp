@@ -928,3 +928,28 @@ TEST_CASE("a table read both ways restores only into its saved shard count") {
     CHECK_THROWS_AS(saver.restore(sess, mod_path), FailedPrecondition);
   }
 }
+
+TEST_CASE("a string variable is saved and restored with its strings") {
+  TempDir dir("saver");
+  const Tensor vocab = Tensor::from_vector<std::string>({"", std::string("a\0b", 3), "user:12345"});
+  auto make = [&](Graph& g) {
+    return get_variable(g, "vocab", {3}, Initializer([&](Graph& graph, const Shape&, DType) {
+                          return ops::constant(graph, vocab);
+                        }),
+                        DType::string, false);
+  };
+  Graph g;
+  Variable v = make(g);
+  train::Saver saver(g);
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  sess.run({v.assign(ops::constant(g, Tensor::from_vector<std::string>({"x", "y", "z"})))});
+  const std::string path = saver.save(sess, dir.file("model.ckpt"));
+
+  Graph fresh;
+  Variable restored = make(fresh);
+  train::Saver restorer(fresh);
+  Session again(fresh);
+  restorer.restore(again, path);
+  CHECK(again.run({restored.value()})[0].equals(Tensor::from_vector<std::string>({"x", "y", "z"})));
+}

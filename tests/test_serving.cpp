@@ -169,6 +169,8 @@ TEST_CASE("a complete GraphDef gives back every attribute exactly") {
   auto c = ops::constant(g, Tensor::from_vector(std::vector<double>(600, 0.1), {300, 2}), "big");
   auto y = ops::mul(x + c, ops::scalar_like(x, 0.1));
   ops::constant(g, Tensor::from_vector(std::vector<bool>{true, false}), "flags");
+  ops::constant(g, Tensor::from_vector<std::string>({"", std::string("a\0b", 3), "vocab"}),
+                "words");
   const GraphDef def = observe::parse_graph_def(
       observe::serialize_graph_def(g, {}, observe::GraphDefContent::complete), "test");
   REQUIRE(def.nodes.size() == g.num_nodes());

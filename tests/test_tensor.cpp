@@ -1,5 +1,6 @@
 // Tensor: construction, dtype checks, shared buffers, xtensor views, checked sizes.
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "psflow/core/tensor.hpp"
 
@@ -112,4 +113,51 @@ TEST_CASE("a tensor is its buffer's sole owner only while no copy shares it") {
   }
   CHECK(t.is_sole_owner());
   CHECK_FALSE(Tensor().is_sole_owner());
+}
+
+TEST_CASE("a string tensor holds byte strings of any length, embedded NULs included") {
+  const std::string with_nul("a\0b", 3);
+  const std::string long_one(100000, 'z');
+  Tensor t = Tensor::from_vector<std::string>({"", with_nul, long_one, "x"}, {2, 2});
+  CHECK(t.dtype() == DType::string);
+  CHECK(t.summary() == "string[2,2]");
+  const auto v = t.values<std::string>();
+  REQUIRE(v.size() == 4);
+  CHECK(v[0].empty());
+  CHECK(v[1] == with_nul);
+  CHECK(v[1].size() == 3);
+  CHECK(v[2] == long_one);
+  CHECK(t.as<std::string>()(1, 1) == "x");
+  CHECK(Tensor(std::string("s")).scalar<std::string>() == "s");
+  CHECK(Tensor::filled(std::string("ab"), {3}).values<std::string>()[2] == "ab");
+
+  // A shaped string tensor starts as empty strings; reading it as numbers is refused.
+  Tensor empty(DType::string, {3});
+  for (const std::string& s : empty.values<std::string>()) CHECK(s.empty());
+  CHECK_THROWS_AS(t.values<float>(), InvalidArgument);
+  CHECK_THROWS_AS(Tensor(1.0f).values<std::string>(), InvalidArgument);
+  // It has no flat bytes: code written for numbers gets a clear error, never the objects.
+  CHECK_THROWS_WITH(t.raw_data(), Catch::Contains("string tensor has no flat bytes"));
+}
+
+TEST_CASE("string tensors copy, compare and move elements as strings") {
+  Tensor t = Tensor::from_vector<std::string>({"one", "two", "three"});
+  Tensor same = Tensor::from_vector<std::string>({"one", "two", "three"});
+  Tensor other = Tensor::from_vector<std::string>({"one", "two", "four"});
+  CHECK(t.equals(same));
+  CHECK_FALSE(t.equals(other));
+  CHECK_FALSE(t.equals(same.reshaped({3, 1})));
+
+  Tensor copy = t.deep_copy();
+  CHECK(copy.equals(t));
+  CHECK_FALSE(copy.shares_buffer_with(t));
+  copy.values<std::string>()[0] = "changed";
+  CHECK(t.values<std::string>()[0] == "one");  // a deep copy owns its strings
+
+  Tensor out(DType::string, {4});
+  copy_elements(out, 1, t, 0, 3);
+  CHECK(out.equals(Tensor::from_vector<std::string>({"", "one", "two", "three"})));
+  Tensor numbers(DType::int32, {3});
+  copy_elements(numbers, 1, Tensor::from_vector<std::int32_t>({7, 8}), 0, 2);
+  CHECK(numbers.equals(Tensor::from_vector<std::int32_t>({0, 7, 8})));
 }

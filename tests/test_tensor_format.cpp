@@ -7,6 +7,8 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "psflow/core/tensor_format.hpp"
 
@@ -30,6 +32,12 @@ Tensor generate(Shape shape, F f) {
   T* data = t.data<T>();
   for (std::size_t i = 0; i < t.size(); ++i) data[i] = f(i);
   return t;
+}
+
+// A string tensor of `values`, a vector unless a shape is given.
+Tensor strings(std::vector<std::string> values) { return Tensor::from_vector(std::move(values)); }
+Tensor strings(std::vector<std::string> values, Shape shape) {
+  return Tensor::from_vector(std::move(values), std::move(shape));
 }
 
 // Checks both numpy renderings of `t`.
@@ -440,6 +448,38 @@ TEST_CASE("long rows wrap at 75 columns") {
                "       [1.8e-04, 1.9e-04, 2.0e-04, 2.1e-04, 2.2e-04, 2.3e-04, 2.4e-04,\n"
                "        2.5e-04, 2.6e-04, 2.7e-04, 2.8e-04, 2.9e-04, 3.0e-04, 3.1e-04,\n"
                "        3.2e-04, 3.3e-04, 3.4e-04, 3.5e-04]])");
+}
+
+TEST_CASE("string tensors print as numpy's arrays of bytes objects") {
+  // np.array([b'a', b'bc'], dtype=object)
+  check_prints(strings({"a", "bc"}), "[b'a' b'bc']", "array([b'a', b'bc'], dtype=object)");
+  // np.array([[b'a', b'bcdef'], [b'x\x00y', b"it's"]], dtype=object)
+  check_prints(strings({"a", "bcdef", std::string("x\0y", 3), "it's"}, {2, 2}),
+               "[[b'a' b'bcdef']\n"
+               " [b'x\\x00y' b\"it's\"]]",
+               "array([[b'a', b'bcdef'],\n"
+               "       [b'x\\x00y', b\"it's\"]], dtype=object)");
+  // np.array(b'abc', dtype=object)
+  check_prints(Tensor(std::string("abc")), "b'abc'", "array(b'abc', dtype=object)");
+  // np.array([], dtype=object)
+  check_prints(Tensor(DType::string, {0}), "[]", "array([], dtype=object)");
+  // np.array([b'\xff\n\t\\', b'"q"', b'\'"'], dtype=object)
+  check_prints(strings({"\xff\n\t\\", "\"q\"", "'\""}), "[b'\\xff\\n\\t\\\\' b'\"q\"' b'\\'\"']",
+               "array([b'\\xff\\n\\t\\\\', b'\"q\"', b'\\'\"'], dtype=object)");
+  // np.array([b'x' * 30] * 5, dtype=object)
+  check_prints(Tensor::from_vector(std::vector<std::string>(5, std::string(30, 'x'))),
+               "[b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'\n"
+               " b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'\n"
+               " b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx']",
+               "array([b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx',\n"
+               "       b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx',\n"
+               "       b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx',\n"
+               "       b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx',\n"
+               "       b'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'], dtype=object)");
+  // np.array([b'a'] * 2000, dtype=object)
+  check_prints(Tensor::from_vector(std::vector<std::string>(2000, "a")),
+               "[b'a' b'a' b'a' ... b'a' b'a' b'a']",
+               "array([b'a', b'a', b'a', ..., b'a', b'a', b'a'], dtype=object)");
 }
 
 TEST_CASE("more than 1000 elements are summarised") {

@@ -99,6 +99,8 @@ TEST_CASE("a GraphDef with every attribute kind survives encoding") {
   Output x = ops::placeholder(g, DType::float32, {-1, 3}, "x");
   Output c = ops::constant(g, Tensor::from_vector<float>({1, 2, 3}), "c");
   Output y = ops::reduce_sum(x * c, {1}, true);
+  ops::constant(g, Tensor::from_vector<std::string>({"", std::string("a\0b", 3), "vocab"}),
+                "words");
   wire::RegisterGraph message;
   for (std::size_t i = 0; i < g.num_nodes(); ++i)
     message.graph.nodes.push_back(to_node_def(g, static_cast<int>(i)));
@@ -124,6 +126,14 @@ TEST_CASE("a GraphDef with every attribute kind survives encoding") {
   Graph imported;
   import_graph_def(imported, back.graph);
   CHECK(imported.operation(y.op().name()).output(0).shape() == PartialShape::of({-1, 1}));
+  CHECK(imported.operation("words").output(0).dtype() == DType::string);
+
+  // A string tensor's element count is checked against the bytes left before it is allocated.
+  std::string lying = wire::encode(message);
+  const std::size_t at = lying.find(std::string("vocab"));
+  REQUIRE(at != std::string::npos);
+  CHECK_THROWS_AS(wire::decode<wire::RegisterGraph>(lying.substr(0, at + 2), "register_graph"),
+                  DataLoss);
 }
 
 TEST_CASE("decoding random and mutated bytes gives a message or DataLoss, never a crash") {

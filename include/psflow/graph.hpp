@@ -24,6 +24,7 @@
 #include "psflow/graph/sendrecv_ops.hpp"
 #include "psflow/graph/sparse_ops.hpp"
 #include "psflow/graph/state_ops.hpp"
+#include "psflow/graph/string_ops.hpp"
 #include "psflow/graph/sync_ops.hpp"
 #include "psflow/graph/training_ops.hpp"
 #include "psflow/graph/variable.hpp"

@@ -1,4 +1,6 @@
 // Tensor: a dtype, a shape and a ref-counted, 64-byte-aligned buffer (16-byte for up to 16 bytes).
+// A string tensor's buffer holds std::string objects (constructed and destroyed with it), so it
+// has no flat bytes: raw_data() refuses it, and code that moves elements uses copy_elements.
 //
 // Copies share the buffer (like TF's Tensor). `as<T>()` gives an xtensor adaptor over the
 // buffer without copying; this header is the one place xtensor enters psflow. A Tensor is not
@@ -38,12 +40,17 @@ class TensorBuffer {
   static constexpr std::size_t alignment = kBufferAlignment;
   static constexpr std::size_t inline_bytes = 16;
 
-  explicit TensorBuffer(std::size_t nbytes)
+  // `strings`: how many std::string objects to construct in the buffer (0 for other dtypes).
+  explicit TensorBuffer(std::size_t nbytes, std::size_t strings = 0)
       : block_(nbytes <= inline_bytes ? Block{inline_data_, inline_bytes} : allocate_block(nbytes)),
-        nbytes_(nbytes) {}
+        nbytes_(nbytes),
+        strings_(strings) {
+    if (strings_) std::uninitialized_value_construct_n(static_cast<std::string*>(data()), strings_);
+  }
   TensorBuffer(const TensorBuffer&) = delete;
   TensorBuffer& operator=(const TensorBuffer&) = delete;
   ~TensorBuffer() {
+    if (strings_) std::destroy_n(static_cast<std::string*>(data()), strings_);
     if (block_.data != inline_data_) free_block(block_);
   }
 
@@ -54,6 +61,7 @@ class TensorBuffer {
   alignas(16) unsigned char inline_data_[inline_bytes];
   Block block_;
   std::size_t nbytes_;
+  std::size_t strings_;
 };
 
 }  // namespace detail
@@ -63,9 +71,9 @@ class Tensor {
   // Empty tensor: no dtype-bearing buffer; `empty()` is true.
   Tensor() = default;
 
-  // Zero-filled tensor of the given dtype and shape.
+  // Zero-filled tensor of the given dtype and shape (empty strings for DType::string).
   Tensor(DType dtype, Shape shape) : Tensor(uninitialized(dtype, std::move(shape))) {
-    std::memset(raw_data(), 0, nbytes());
+    if (dtype != DType::string) std::memset(raw_data(), 0, nbytes());
   }
 
   // Copies the values of an xtensor array in.
@@ -82,32 +90,35 @@ class Tensor {
     *data<T>() = value;
   }
 
-  // A tensor whose contents are unspecified: for kernels that overwrite every element.
+  // A tensor whose contents are unspecified: for kernels that overwrite every element
+  // (a string tensor's elements are empty strings).
   static Tensor uninitialized(DType dtype, Shape shape) {
     Tensor t;
     t.dtype_ = dtype;
     t.shape_ = std::move(shape);
     t.size_ = num_elements(t.shape_);
     t.buffer_ = std::make_shared<detail::TensorBuffer>(
-        checked_product(t.size_, dtype_size(dtype), "the byte size of a tensor"));
+        checked_product(t.size_, dtype_size(dtype), "the byte size of a tensor"),
+        dtype == DType::string ? t.size_ : 0);
     return t;
   }
 
   // A tensor of `shape` holding `values` (row-major); sizes must agree.
   template <TensorElement T>
-  static Tensor from_vector(const std::vector<T>& values, Shape shape) {
+  static Tensor from_vector(std::vector<T> values, Shape shape) {
     if (values.size() != num_elements(shape))
       throw InvalidArgument("Tensor::from_vector: " + std::to_string(values.size()) +
                             " values cannot fill shape " + shape_string(shape) + " (" +
                             std::to_string(num_elements(shape)) + " elements)");
     Tensor t = uninitialized(dtype_of<T>(), std::move(shape));
-    std::copy(values.begin(), values.end(), t.data<T>());
+    std::move(values.begin(), values.end(), t.data<T>());
     return t;
   }
   // A rank-1 tensor holding `values`.
   template <TensorElement T>
-  static Tensor from_vector(const std::vector<T>& values) {
-    return from_vector(values, Shape{values.size()});
+  static Tensor from_vector(std::vector<T> values) {
+    const std::size_t n = values.size();
+    return from_vector(std::move(values), Shape{n});
   }
 
   // A tensor of `shape` whose every element is `value`.
@@ -123,18 +134,19 @@ class Tensor {
   const Shape& shape() const noexcept { return shape_; }
   std::size_t rank() const noexcept { return shape_.size(); }
   std::size_t size() const noexcept { return size_; }
+  // Bytes of element storage; a string tensor's characters are on the heap, not counted here.
   std::size_t nbytes() const noexcept { return size_ * dtype_size(dtype_); }
 
   // Typed pointer to the first element; throws InvalidArgument when T does not match dtype().
   template <TensorElement T>
   T* data() {
     check_dtype<T>();
-    return static_cast<T*>(raw_data());
+    return static_cast<T*>(buffer_->data());
   }
   template <TensorElement T>
   const T* data() const {
     check_dtype<T>();
-    return static_cast<const T*>(raw_data());
+    return static_cast<const T*>(buffer_->data());
   }
   template <TensorElement T>
   std::span<T> values() {
@@ -145,8 +157,15 @@ class Tensor {
     return {data<T>(), size_};
   }
 
-  void* raw_data() noexcept { return buffer_ ? buffer_->data() : nullptr; }
-  const void* raw_data() const noexcept { return buffer_ ? buffer_->data() : nullptr; }
+  // The flat bytes of a number or bool tensor. A string tensor has none: InvalidArgument.
+  void* raw_data() {
+    check_flat();
+    return buffer_ ? buffer_->data() : nullptr;
+  }
+  const void* raw_data() const {
+    check_flat();
+    return buffer_ ? buffer_->data() : nullptr;
+  }
 
   // xtensor adaptor over the buffer, no copy; throws InvalidArgument on dtype mismatch.
   template <TensorElement T>
@@ -181,7 +200,7 @@ class Tensor {
   Tensor deep_copy() const {
     if (empty()) return {};
     Tensor t = uninitialized(dtype_, shape_);
-    std::memcpy(t.raw_data(), raw_data(), nbytes());
+    copy_elements(t, 0, *this, 0, size_);
     return t;
   }
 
@@ -203,11 +222,30 @@ class Tensor {
   // True when both tensors view the same buffer.
   bool shares_buffer_with(const Tensor& other) const noexcept { return buffer_ == other.buffer_; }
 
-  // Same dtype, shape and bytes.
+  // Same dtype, shape and bytes (for strings: the same strings).
   bool equals(const Tensor& other) const {
     if (empty() || other.empty()) return empty() == other.empty();
-    return dtype_ == other.dtype_ && shape_ == other.shape_ &&
-           std::memcmp(raw_data(), other.raw_data(), nbytes()) == 0;
+    if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
+    if (dtype_ == DType::string)
+      return std::ranges::equal(values<std::string>(), other.values<std::string>());
+    return std::memcmp(raw_data(), other.raw_data(), nbytes()) == 0;
+  }
+
+  // Copies `count` elements of `src` from element `src_at` to `dst` at element `dst_at`: bytes
+  // for numbers, string assignment for strings. Both must have the same dtype; the caller
+  // checks the ranges.
+  friend void copy_elements(Tensor& dst, std::size_t dst_at, const Tensor& src, std::size_t src_at,
+                            std::size_t count) {
+    if (count == 0) return;
+    if (src.dtype_ == DType::string) {
+      const auto* from = static_cast<const std::string*>(src.buffer_->data()) + src_at;
+      std::copy(from, from + count, static_cast<std::string*>(dst.buffer_->data()) + dst_at);
+      return;
+    }
+    const std::size_t elem = dtype_size(src.dtype_);
+    std::memcpy(static_cast<unsigned char*>(dst.buffer_->data()) + dst_at * elem,
+                static_cast<const unsigned char*>(src.buffer_->data()) + src_at * elem,
+                count * elem);
   }
 
   // "float32[2,2]", for error messages.
@@ -217,6 +255,13 @@ class Tensor {
   }
 
  private:
+  void check_flat() const {
+    if (dtype_ == DType::string)
+      throw InvalidArgument(
+          "a string tensor has no flat bytes: this operation handles numbers "
+          "and bool only");
+  }
+
   template <class T>
   void check_dtype() const {
     if (empty()) throw InvalidArgument("accessing the elements of an empty Tensor");

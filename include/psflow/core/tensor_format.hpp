@@ -43,6 +43,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
 // The same text as `os << tensor`, as a string.
 std::string to_string(const Tensor& tensor);
 
+// Python's repr of a bytes object, as numpy prints the elements of a string tensor (an array of
+// dtype=object): b'ab', b"it's", b'x\x00y'.
+std::string bytes_repr(std::string_view bytes);
+
 // numpy's repr(arr): "array([[7., 7.],\n       [7., 7.]], dtype=float32)". As in numpy, the
 // dtype is left out for float64, int64 and bool unless the tensor has no elements.
 std::string repr(const Tensor& tensor);
@@ -397,7 +401,7 @@ class ArrayPrinter {
 PSFLOW_DECL std::string array_to_string(const Tensor& t, std::string_view separator,
                                         const std::string& prefix, std::ptrdiff_t linewidth) {
   const bool summarise = t.size() > PrintOptions::threshold;
-  return visit_dtype(t.dtype(), [&](auto tag) {
+  return visit_any_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* data = t.data<T>();
     auto print = [&](const auto& element_format) {
@@ -409,6 +413,8 @@ PSFLOW_DECL std::string array_to_string(const Tensor& t, std::string_view separa
     };
     if constexpr (std::is_same_v<T, bool>) {
       return print(BoolFormat(t.rank() == 0));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      return print([](const std::string& x) { return bytes_repr(x); });  // unpadded, as numpy
     } else {
       // The formatter measures only the elements that will be shown, as numpy does.
       std::vector<T> corners;
@@ -427,9 +433,11 @@ PSFLOW_DECL std::string array_to_string(const Tensor& t, std::string_view separa
 // str() of a numpy scalar: full shortest precision, positional for 1e-4 <= |x| < 1e16 ("7.0",
 // "0.4"), scientific otherwise ("1e-05", "1.5e+16").
 template <class T>
-std::string scalar_to_string(T x) {
+std::string scalar_to_string(const T& x) {
   if constexpr (std::is_same_v<T, bool>) {
     return x ? "True" : "False";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return bytes_repr(x);
   } else if constexpr (std::is_integral_v<T>) {
     return std::to_string(x);
   } else {
@@ -459,10 +467,39 @@ inline constexpr std::string_view empty_tensor_text = "<empty tensor>";
 
 }  // namespace detail
 
+PSFLOW_DECL std::string bytes_repr(std::string_view bytes) {
+  const bool double_quotes =
+      bytes.find('\'') != std::string_view::npos && bytes.find('"') == std::string_view::npos;
+  const char quote = double_quotes ? '"' : '\'';
+  std::string out = "b";
+  out += quote;
+  for (const char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == quote || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c >= 0x7f) {
+      constexpr char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out + quote;
+}
+
 PSFLOW_DECL std::string to_string(const Tensor& tensor) {
   if (tensor.empty()) return std::string(detail::empty_tensor_text);
   if (tensor.rank() == 0) {
-    return visit_dtype(tensor.dtype(), [&](auto tag) {
+    return visit_any_dtype(tensor.dtype(), [&](auto tag) {
       return detail::scalar_to_string(*tensor.data<typename decltype(tag)::type>());
     });
   }
@@ -498,7 +535,9 @@ PSFLOW_DECL std::string repr(const Tensor& tensor) {
   if (skip_dtype) return out;
 
   // The dtype goes on its own line when it would push the last line past the line width.
-  const std::string dtype_text = "dtype=" + std::string(dtype_name(dtype)) + ")";
+  // numpy holds bytes in an array of Python objects.
+  const std::string_view shown_dtype = dtype == DType::string ? "object" : dtype_name(dtype);
+  const std::string dtype_text = "dtype=" + std::string(shown_dtype) + ")";
   const auto newline = out.rfind('\n');
   const std::size_t last_line = out.size() - (newline == std::string::npos ? 0 : newline + 1);
   const bool own_line = static_cast<std::ptrdiff_t>(last_line + dtype_text.size() + 1) >

@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <boost/asio/buffer.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -40,8 +42,8 @@ class FrameParser {
   void bytes_read(std::size_t n) { end_ += n; }
   // The parts of the frame's tensors the inbox did not hold; valid until take_frame().
   const std::vector<boost::asio::mutable_buffer>& unread_payload() const { return unread_; }
-  // The frame parse() found, once its payload is all in: checks the payload's bytes (a bool
-  // must be 0 or 1); DataLoss, and no frame, when they are not.
+  // The frame parse() found, once its payload is all in: decodes its string tensors and checks
+  // the payload's bytes (a bool must be 0 or 1); DataLoss, and no frame, when they are wrong.
   std::optional<wire::Frame> take_frame();
   // Why parse() or take_frame() failed: DataLoss for a malformed frame, ResourceExhausted for a
   // legal claim this machine cannot hold, what the allocation threw otherwise.
@@ -57,6 +59,7 @@ class FrameParser {
   std::size_t end_ = 0;
   std::size_t wanted_ = wire::kHeaderBytes;  // bytes parse() needs in the inbox to go on
   wire::Frame incoming_;
+  wire::PayloadDestinations destinations_;  // where incoming_'s payload goes
   std::vector<boost::asio::mutable_buffer> unread_;
   Status error_;
 };
@@ -86,9 +89,11 @@ inline FrameParser::Next FrameParser::parse() {
   incoming_.request_id = header.request_id;
   incoming_.metadata.assign(at + wire::kHeaderBytes, header.metadata_bytes);
   try {
+    std::vector<std::uint64_t> payload_sizes;
     incoming_.tensors = wire::allocate_from_table(
         std::string_view(at + wire::kHeaderBytes + header.metadata_bytes, header.table_bytes),
-        header, limits_);
+        header, limits_, &payload_sizes);
+    destinations_ = wire::payload_destinations(incoming_.tensors, payload_sizes);
   } catch (const Error& e) {
     error_ = Status(e.code(), e.message());
     return Next::malformed;
@@ -98,12 +103,12 @@ inline FrameParser::Next FrameParser::parse() {
   }
   start_ += frame_start;
   unread_.clear();
-  for (Tensor& t : incoming_.tensors) {
-    auto* data = static_cast<char*>(t.raw_data());
-    const std::size_t from_inbox = std::min(t.nbytes(), buffered());
-    std::memcpy(data, inbox_.data() + start_, from_inbox);
+  for (std::span<char> piece : destinations_.pieces) {
+    const std::size_t from_inbox = std::min(piece.size(), buffered());
+    if (from_inbox) std::memcpy(piece.data(), inbox_.data() + start_, from_inbox);
     start_ += from_inbox;
-    if (from_inbox < t.nbytes()) unread_.emplace_back(data + from_inbox, t.nbytes() - from_inbox);
+    if (from_inbox < piece.size())
+      unread_.emplace_back(piece.data() + from_inbox, piece.size() - from_inbox);
   }
   return unread_.empty() ? Next::frame : Next::read_payload;  // read_payload: the inbox is empty
 }
@@ -120,7 +125,7 @@ inline boost::asio::mutable_buffer FrameParser::read_buffer() {
 inline std::optional<wire::Frame> FrameParser::take_frame() {
   unread_.clear();
   try {
-    wire::check_payload(incoming_.tensors);
+    wire::finish_payload(incoming_.tensors, destinations_);
   } catch (const Error& e) {
     error_ = Status(ErrorCode::data_loss, e.message());
     return std::nullopt;

@@ -36,6 +36,7 @@ struct OutgoingFrame {
   wire::Frame frame;  // keeps the tensor buffers alive until written
   std::array<unsigned char, wire::kHeaderBytes> header{};
   std::string table;
+  std::vector<std::string> encoded_strings;  // the payload of each string tensor, in order
   std::size_t total_bytes = 0;
   std::size_t bytes_sent = 0;
 };
@@ -62,6 +63,8 @@ std::vector<boost::asio::const_buffer> gather_small_buffers(
 
 inline OutgoingFrame::OutgoingFrame(wire::Frame f) : frame(std::move(f)) {
   table = wire::encode_tensor_table(frame.tensors);
+  for (const Tensor& t : frame.tensors)
+    if (t.dtype() == DType::string) encoded_strings.push_back(encode_strings(t));
   const wire::FrameHeader h = wire::frame_header(frame, table.size());
   wire::encode_header(h, header.data());
   total_bytes = header.size() + frame.metadata.size() + table.size() + h.payload_bytes;
@@ -82,8 +85,15 @@ bool OutgoingFrame::for_each_unsent(Visit&& visit) const {
   if (!piece(header.data(), header.size()) ||
       !piece(frame.metadata.data(), frame.metadata.size()) || !piece(table.data(), table.size()))
     return false;
-  for (const Tensor& t : frame.tensors)
-    if (!piece(t.raw_data(), t.nbytes())) return false;
+  auto encoded = encoded_strings.begin();
+  for (const Tensor& t : frame.tensors) {
+    if (t.dtype() == DType::string) {
+      if (!piece(encoded->data(), encoded->size())) return false;
+      ++encoded;
+    } else if (!piece(t.raw_data(), t.nbytes())) {
+      return false;
+    }
+  }
   return true;
 }
 

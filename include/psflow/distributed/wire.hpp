@@ -3,7 +3,8 @@
 // The header has fixed-size little-endian fields; the metadata is the message (which request,
 // which step...) in Boost.Serialization's binary archive layout; the tensor table gives each
 // tensor's dtype and shape; the payloads are the tensors' raw bytes, written straight from their
-// buffers (scatter-gather) and read straight into freshly allocated destination tensors. Every size
+// buffers (scatter-gather) and read straight into freshly allocated destination tensors (a string
+// tensor's payload is its encoded strings, core/string_encoding.hpp). Every size
 // a peer claims is checked against WireLimits before anything is allocated, and a frame that fails
 // a check is reported as DataLoss so that only its connection is closed.
 #pragma once
@@ -17,15 +18,19 @@
 #include <cstdint>
 #include <cstring>
 #include <istream>
+#include <iterator>
 #include <limits>
 #include <ostream>
+#include <span>
 #include <streambuf>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "psflow/core/error.hpp"
+#include "psflow/core/string_encoding.hpp"
 #include "psflow/core/tensor.hpp"
 #include "psflow/distributed/wire_limits.hpp"
 #include "psflow/graph/graph_def.hpp"
@@ -36,7 +41,7 @@ static_assert(std::endian::native == std::endian::little,
               "psflow's wire format assumes a little-endian host");
 
 inline constexpr std::uint32_t kMagic = 0x57465350;  // "PSFW"
-inline constexpr std::uint16_t kVersion = 3;         // 3: heartbeat frames
+inline constexpr std::uint16_t kVersion = 4;         // 3: heartbeat frames; 4: string tensors
 inline constexpr std::size_t kHeaderBytes = 40;
 
 enum class MessageType : std::uint16_t {
@@ -74,6 +79,14 @@ struct Frame {
   std::vector<Tensor> tensors;
 };
 
+// A DType travels as its enum value (one byte).
+inline bool is_dtype_code(unsigned code) { return code < std::size(kAllDTypes); }
+
+// The payload bytes of `t`: its buffer, or for a string tensor its encoded strings.
+inline std::uint64_t payload_bytes(const Tensor& t) {
+  return t.dtype() == DType::string ? encoded_strings_size(t) : t.nbytes();
+}
+
 // The header of `frame` whose tensor table (encode_tensor_table) is `table_bytes` long.
 inline FrameHeader frame_header(const Frame& frame, std::size_t table_bytes) {
   FrameHeader h;
@@ -82,7 +95,7 @@ inline FrameHeader frame_header(const Frame& frame, std::size_t table_bytes) {
   h.metadata_bytes = static_cast<std::uint32_t>(frame.metadata.size());
   h.table_bytes = static_cast<std::uint32_t>(table_bytes);
   h.tensor_count = static_cast<std::uint32_t>(frame.tensors.size());
-  for (const Tensor& t : frame.tensors) h.payload_bytes += t.nbytes();
+  for (const Tensor& t : frame.tensors) h.payload_bytes += payload_bytes(t);
   return h;
 }
 
@@ -134,7 +147,7 @@ inline FrameHeader decode_header(const unsigned char* in, const WireLimits& limi
   if (h.tensor_count > limits.max_tensors)
     throw DataLoss("frame claims " + std::to_string(h.tensor_count) + " tensors, the limit is " +
                    std::to_string(limits.max_tensors));
-  if (h.table_bytes > static_cast<std::uint64_t>(h.tensor_count) * (2 + 8 * 255))
+  if (h.table_bytes > static_cast<std::uint64_t>(h.tensor_count) * (2 + 8 * 256))
     throw DataLoss("frame tensor table of " + std::to_string(h.table_bytes) +
                    " bytes is too large for " + std::to_string(h.tensor_count) + " tensors");
   if (h.payload_bytes > limits.max_frame_bytes)
@@ -143,16 +156,18 @@ inline FrameHeader decode_header(const unsigned char* in, const WireLimits& limi
   return h;
 }
 
-// Tensor table: per tensor u8 dtype, u8 rank, then rank u64 dimensions.
+// Tensor table: per tensor u8 dtype, u8 rank, then rank u64 dimensions; a string tensor then
+// its u64 payload size.
 inline std::string encode_tensor_table(const std::vector<Tensor>& tensors) {
   std::string table;
+  auto put_u64 = [&table](std::uint64_t v) {
+    table.append(reinterpret_cast<const char*>(&v), sizeof v);
+  };
   for (const Tensor& t : tensors) {
     table.push_back(static_cast<char>(t.dtype()));
     table.push_back(static_cast<char>(t.rank()));
-    for (std::size_t d : t.shape()) {
-      const std::uint64_t v = d;
-      table.append(reinterpret_cast<const char*>(&v), sizeof v);
-    }
+    for (std::size_t d : t.shape()) put_u64(d);
+    if (t.dtype() == DType::string) put_u64(payload_bytes(t));
   }
   return table;
 }
@@ -169,24 +184,26 @@ inline std::uint64_t physical_memory_bytes() {
 
 // Allocates the tensors a table describes (contents to be read into them), after checking each
 // claimed size against the limits, the header's payload total and this machine's memory
-// (ResourceExhausted before anything is allocated).
-inline std::vector<Tensor> allocate_from_table(std::string_view table, const FrameHeader& h,
-                                               const WireLimits& limits) {
+// (ResourceExhausted before anything is allocated). `payload_sizes`, if given, receives each
+// tensor's payload size.
+inline std::vector<Tensor> allocate_from_table(
+    std::string_view table, const FrameHeader& h, const WireLimits& limits,
+    std::vector<std::uint64_t>* payload_sizes = nullptr) {
   std::vector<Tensor> tensors;
   tensors.reserve(h.tensor_count);
   std::size_t pos = 0;
-  std::uint64_t total = 0;
+  std::uint64_t total = 0, total_memory = 0;
   for (std::uint32_t i = 0; i < h.tensor_count; ++i) {
     if (pos + 2 > table.size()) throw DataLoss("tensor table is truncated");
     const auto dtype_code = static_cast<unsigned char>(table[pos]);
     const auto rank = static_cast<unsigned char>(table[pos + 1]);
     pos += 2;
-    if (dtype_code > static_cast<unsigned char>(DType::boolean))
-      throw DataLoss("tensor table names an unknown dtype");
+    if (!is_dtype_code(dtype_code)) throw DataLoss("tensor table names an unknown dtype");
     const auto dtype = static_cast<DType>(dtype_code);
     if (pos + 8ull * rank > table.size()) throw DataLoss("tensor table is truncated");
     Shape shape(rank);
-    std::uint64_t bytes = dtype_size(dtype);
+    // A string element takes at least its 8-byte length in the payload.
+    std::uint64_t bytes = dtype == DType::string ? 8 : dtype_size(dtype);
     for (std::size_t d = 0; d < rank; ++d) {
       std::uint64_t dim;
       std::memcpy(&dim, table.data() + pos, sizeof dim);
@@ -197,11 +214,29 @@ inline std::vector<Tensor> allocate_from_table(std::string_view table, const Fra
       bytes *= dim;
       shape[d] = static_cast<std::size_t>(dim);
     }
+    std::uint64_t memory = bytes;  // what holding it takes here
+    if (dtype == DType::string) {
+      // Each element is a std::string object beside the bytes it holds.
+      memory = bytes / 8 * sizeof(std::string);
+      if (pos + 8 > table.size()) throw DataLoss("tensor table is truncated");
+      std::uint64_t encoded;
+      std::memcpy(&encoded, table.data() + pos, sizeof encoded);
+      pos += sizeof encoded;
+      if (encoded < bytes)
+        throw DataLoss("a string tensor in the frame claims fewer bytes than its lengths take");
+      if (encoded > limits.max_tensor_bytes)
+        throw DataLoss("a tensor in the frame claims more than the " +
+                       std::to_string(limits.max_tensor_bytes) + "-byte limit");
+      memory += encoded;
+      bytes = encoded;
+    }
+    if (payload_sizes) payload_sizes->push_back(bytes);
     total += bytes;
+    total_memory += memory;
     if (total > h.payload_bytes)
       throw DataLoss("tensor table claims more bytes than the frame carries");
-    if (total > physical_memory_bytes())
-      throw ResourceExhausted("a frame announces " + std::to_string(total) +
+    if (total_memory > physical_memory_bytes())
+      throw ResourceExhausted("a frame announces " + std::to_string(total_memory) +
                               " bytes of tensors, more than this machine's memory (" +
                               std::to_string(physical_memory_bytes()) + " bytes)");
     tensors.push_back(Tensor::uninitialized(dtype, std::move(shape)));
@@ -209,6 +244,31 @@ inline std::vector<Tensor> allocate_from_table(std::string_view table, const Fra
   if (pos != table.size()) throw DataLoss("tensor table has trailing bytes");
   if (total != h.payload_bytes) throw DataLoss("tensor table and frame payload sizes disagree");
   return tensors;
+}
+
+// Where a received frame's payload goes: each tensor's own buffer, in order, except that a
+// string tensor's encoded bytes are staged and decoded by finish_payload.
+struct PayloadDestinations {
+  std::vector<std::span<char>> pieces;                      // one per tensor, in payload order
+  std::vector<std::pair<std::size_t, std::string>> staged;  // (tensor index, encoded bytes)
+};
+
+// `payload_sizes` from allocate_from_table.
+inline PayloadDestinations payload_destinations(std::vector<Tensor>& tensors,
+                                                const std::vector<std::uint64_t>& payload_sizes) {
+  PayloadDestinations d;
+  std::size_t strings = 0;
+  for (const Tensor& t : tensors) strings += t.dtype() == DType::string;
+  d.staged.reserve(strings);  // no reallocation: pieces point into the staged strings
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].dtype() == DType::string) {
+      d.staged.emplace_back(i, std::string(payload_sizes.at(i), '\0'));
+      d.pieces.emplace_back(d.staged.back().second.data(), d.staged.back().second.size());
+    } else {
+      d.pieces.emplace_back(static_cast<char*>(tensors[i].raw_data()), tensors[i].nbytes());
+    }
+  }
+  return d;
 }
 
 // A bool tensor's bytes must each be 0 or 1: anything else is undefined behaviour when read.
@@ -225,6 +285,16 @@ inline void check_bool_bytes(const Tensor& t, const std::string& what) {
 // a bool byte other than 0 or 1.
 inline void check_payload(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) check_bool_bytes(t, "a tensor in the frame");
+}
+
+// Once all of the payload has arrived: decodes the staged strings into their tensors and checks
+// the bools (DataLoss for a malformed payload).
+inline void finish_payload(std::vector<Tensor>& tensors, PayloadDestinations& destinations) {
+  for (auto& [index, bytes] : destinations.staged)
+    if (const std::string problem = decode_strings(bytes, tensors[index]); !problem.empty())
+      throw DataLoss("a string tensor in the frame is malformed: " + problem);
+  destinations.staged.clear();
+  check_payload(tensors);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -402,17 +472,22 @@ void save_tensor(Archive& ar, const Tensor& t) {
   ar << dtype;
   save_sequence(ar, std::vector<std::uint64_t>(t.shape().begin(), t.shape().end()),
                 [](Archive& a, std::uint64_t d) { a << d; });
-  if (t.nbytes()) ar.save_binary(t.raw_data(), t.nbytes());
+  if (t.dtype() == DType::string) {
+    for (const std::string& s : t.values<std::string>()) save_string(ar, s);
+  } else if (t.nbytes()) {
+    ar.save_binary(t.raw_data(), t.nbytes());
+  }
 }
 template <class Archive>
 void load_tensor(Archive& ar, Tensor& t) {
   std::uint8_t dtype = 0;
   ar >> dtype;
-  if (dtype > static_cast<std::uint8_t>(DType::boolean))
-    throw DataLoss("message holds a tensor of unknown dtype");
+  if (!is_dtype_code(dtype)) throw DataLoss("message holds a tensor of unknown dtype");
   std::vector<std::uint64_t> dims;
   load_sequence(ar, dims, [](Archive& a, std::uint64_t& d) { a >> d; });
-  std::uint64_t bytes = dtype_size(static_cast<DType>(dtype));
+  const bool strings = static_cast<DType>(dtype) == DType::string;
+  // A string element takes at least its 8-byte length.
+  std::uint64_t bytes = strings ? 8 : dtype_size(static_cast<DType>(dtype));
   for (auto d : dims) {
     if (d != 0 && bytes > std::numeric_limits<std::uint32_t>::max() / d)
       throw DataLoss("message holds an oversized tensor");
@@ -420,7 +495,11 @@ void load_tensor(Archive& ar, Tensor& t) {
   }
   detail::checked_count(bytes, 1);
   t = Tensor::uninitialized(static_cast<DType>(dtype), Shape(dims.begin(), dims.end()));
-  if (bytes) ar.load_binary(t.raw_data(), bytes);
+  if (strings) {
+    for (std::string& s : t.values<std::string>()) load_string(ar, s);
+  } else if (bytes) {
+    ar.load_binary(t.raw_data(), bytes);
+  }
   check_bool_bytes(t, "a tensor in the message");
 }
 
@@ -476,8 +555,7 @@ void load_attr(Archive& ar, AttrValue& v) {
     case 4: {
       std::uint8_t x;
       ar >> x;
-      if (x > static_cast<std::uint8_t>(DType::boolean))
-        throw DataLoss("attribute holds an unknown dtype");
+      if (!is_dtype_code(x)) throw DataLoss("attribute holds an unknown dtype");
       v = static_cast<DType>(x);
       break;
     }

@@ -134,7 +134,11 @@ PSFLOW_DECL std::vector<OutputSpec> infer_select(const InferenceContext& ctx) {
 }
 
 PSFLOW_DECL std::vector<OutputSpec> infer_cast(const InferenceContext& ctx) {
-  return {OutputSpec{ctx.attr<DType>("DstT"), ctx.input_shapes[0]}};
+  const DType to = ctx.attr<DType>("DstT");
+  if ((ctx.input_dtypes[0] == DType::string) != (to == DType::string))
+    ctx.fail("cannot cast " + ctx.describe_input(0) + " to " + std::string(dtype_name(to)) +
+             ": use string_to_number or as_string");
+  return {OutputSpec{to, ctx.input_shapes[0]}};
 }
 
 PSFLOW_DECL Output logic_binary(const char* type, const char* default_name, Output x, Output y,

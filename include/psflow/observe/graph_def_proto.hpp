@@ -49,10 +49,13 @@
 #include <bit>
 #include <cstring>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
 
+#include "psflow/core/string_encoding.hpp"
 #include "psflow/observe/proto_reader.hpp"
 #include "psflow/observe/proto_writer.hpp"
 #endif
@@ -96,6 +99,13 @@ PSFLOW_DECL ProtoWriter tensor_proto(const Tensor& tensor, GraphDefContent conte
   ProtoWriter proto;
   proto.varint(1, static_cast<std::uint64_t>(psflow::tf_data_type(tensor.dtype())));
   proto.message(2, tensor_shape_proto(PartialShape::of_shape(tensor.shape())));
+  if (tensor.dtype() == DType::string) {  // TensorProto.string_val, one field per element
+    const bool values = content == GraphDefContent::complete ||
+                        encoded_strings_size(tensor) <= kMaxTensorContentBytes;
+    if (values)
+      for (const std::string& s : tensor.values<std::string>()) proto.bytes(8, s);
+    return proto;
+  }
   const bool values =
       content == GraphDefContent::complete || tensor.nbytes() <= kMaxTensorContentBytes;
   if (values && tensor.raw_data())
@@ -173,9 +183,30 @@ struct GraphDefParse {
     return dims;
   }
 
+  // A string constant: one string_val per element (what tensor_proto writes).
+  Tensor string_tensor(const std::vector<std::int64_t>& dims,
+                       const std::vector<std::string_view>& strings) const {
+    Shape tensor_shape;
+    std::size_t elements = 1;
+    for (std::int64_t d : dims) {
+      tensor_shape.push_back(static_cast<std::size_t>(d));
+      if (__builtin_mul_overflow(elements, static_cast<std::size_t>(d), &elements))
+        fail("a constant's size overflows 64 bits");
+    }
+    if (strings.size() != elements)
+      fail("a string constant of shape " + shape_string(tensor_shape) + " has " +
+           std::to_string(strings.size()) + " values, expected " + std::to_string(elements) +
+           (strings.empty() ? " (a TensorBoard GraphDef? export the model again)" : ""));
+    Tensor t = Tensor::uninitialized(DType::string, tensor_shape);
+    std::span<std::string> out = t.values<std::string>();
+    for (std::size_t i = 0; i < elements; ++i) out[i].assign(strings[i]);
+    return t;
+  }
+
   Tensor tensor(std::string_view bytes) const {
     std::optional<DType> type;
     std::vector<std::int64_t> dims;
+    std::vector<std::string_view> strings;
     std::optional<std::string_view> content;
     ProtoReader r = reader(bytes);
     for (ProtoReader::Field f; r.next(f);) {
@@ -188,9 +219,13 @@ struct GraphDefParse {
       } else if (f.number == 4) {
         expect(f, 2, "TensorProto");
         content = f.bytes;
+      } else if (f.number == 8) {
+        expect(f, 2, "TensorProto");
+        strings.emplace_back(f.bytes);
       }
     }
     if (!type) fail("a tensor attribute has no dtype");
+    if (*type == DType::string) return string_tensor(dims, strings);
     Shape tensor_shape;
     std::size_t nbytes = dtype_size(*type);
     for (std::int64_t d : dims) {

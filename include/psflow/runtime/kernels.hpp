@@ -15,5 +15,6 @@
 #include "psflow/runtime/kernels/sendrecv_kernels.hpp"
 #include "psflow/runtime/kernels/sparse_kernels.hpp"
 #include "psflow/runtime/kernels/state_kernels.hpp"
+#include "psflow/runtime/kernels/string_kernels.hpp"
 #include "psflow/runtime/kernels/sync_kernels.hpp"
 #include "psflow/runtime/kernels/training_kernels.hpp"

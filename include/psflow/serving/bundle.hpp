@@ -141,7 +141,7 @@ PSFLOW_DECL TensorInfo tensor_info_from_json(const nlohmann::json& j, const std:
   info.tensor = j["name"].get<std::string>();
   const std::string dtype = j["dtype"].get<std::string>();
   bool known_dtype = false;
-  for (DType d : {DType::float32, DType::float64, DType::int32, DType::int64, DType::boolean})
+  for (DType d : kAllDTypes)
     if (tf_data_type_name(d) == dtype) {
       info.dtype = d;
       known_dtype = true;

@@ -8,15 +8,17 @@
 //            flags: 0, or 1 ("sliced") when records may hold slices (see below)
 //   record, once per tensor:
 //            u32 name length (1..65535)  name bytes
-//            u32 dtype, TF's DataType numbers: 1 float32, 2 float64, 3 int32, 9 int64, 10 bool
+//            u32 dtype, TF's DataType numbers: 1 float32, 2 float64, 3 int32, 7 string, 9 int64,
+//            10 bool
 //            u32 rank (0..64)  u64 dimension x rank  (the shape of the data that follows)
 //            only in a sliced file:
 //              u32 slice kind: 0 the record is the whole tensor, 1 it is a slice, then:
 //              u64 full dimension x rank  u64 offset x rank
-//            u64 byte count (must equal elements x dtype size)
+//            u64 byte count (must equal elements x dtype size; for strings, their encoding's)
 //            u32 CRC32 of the data bytes
 //            u32 CRC32 of this record's metadata (name length .. data CRC)
-//            the data: byte count raw bytes, row-major, little-endian, bools as 0/1 bytes
+//            the data: byte count raw bytes, row-major, little-endian, bools as 0/1 bytes;
+//            strings as core/string_encoding.hpp lays them out (a u64 length each, then bytes)
 //   trailer  u32 CRC32 of the index (every byte before the trailer except the data bytes)
 //            "PSFLWEND"
 // CRC32 is zlib's crc32. The whole file must end right after the trailer.
@@ -42,6 +44,7 @@
 
 #include "psflow/core/compilation.hpp"
 #include "psflow/core/error.hpp"
+#include "psflow/core/string_encoding.hpp"
 #include "psflow/core/tensor.hpp"
 #include "psflow/train/atomic_file.hpp"
 #include "psflow/train/checkpoint_slices.hpp"
@@ -284,12 +287,16 @@ PSFLOW_DECL void write_checkpoint_entries(std::string_view path, const Checkpoin
         for (auto o : slice->offset) detail::put_u64(meta, o);
       }
     }
-    detail::put_u64(meta, tensor.nbytes());
-    detail::put_u32(meta, detail::crc32_of(tensor.raw_data(), tensor.nbytes()));
+    const bool strings = tensor.dtype() == DType::string;
+    const std::string encoded = strings ? encode_strings(tensor) : std::string();
+    const void* data = strings ? encoded.data() : tensor.raw_data();
+    const std::size_t nbytes = strings ? encoded.size() : tensor.nbytes();
+    detail::put_u64(meta, nbytes);
+    detail::put_u32(meta, detail::crc32_of(data, nbytes));
     detail::put_u32(meta, detail::crc32_of(meta.data(), meta.size()));
     index_crc = detail::crc32_of(index_crc, meta.data(), meta.size());
     out.write(meta);
-    out.write(tensor.raw_data(), tensor.nbytes());  // straight from the buffer: no copy
+    out.write(data, nbytes);  // numbers straight from the buffer: no copy
   }
   meta.clear();
   detail::put_u32(meta, index_crc);
@@ -383,8 +390,10 @@ PSFLOW_DECL CheckpointEntries read_checkpoint_entries(std::string_view path) {
       }
     }
     const std::uint64_t nbytes = in.u64(what + "'s byte count");
-    const std::uint64_t item = dtype_size(*dtype);
-    if (overflow || elements > UINT64_MAX / item || elements * item != nbytes)
+    const bool strings = *dtype == DType::string;
+    const std::uint64_t item = strings ? 8 : dtype_size(*dtype);  // a string: at least its length
+    if (overflow || elements > UINT64_MAX / item ||
+        (strings ? elements * item > nbytes : elements * item != nbytes))
       in.corrupt(
           what + ": shape " + shape_string(shape) + " of " + std::string(dtype_name(*dtype)) +
           (overflow ? " overflows" : " needs " + std::to_string(elements * item) + " bytes") +
@@ -403,11 +412,16 @@ PSFLOW_DECL CheckpointEntries read_checkpoint_entries(std::string_view path) {
       in.corrupt("tensor name '" + name + "' appears twice");
 
     Tensor tensor = Tensor::uninitialized(*dtype, std::move(shape));
-    in.read(tensor.raw_data(), nbytes, what + "'s data");
-    const std::uint32_t actual_crc = detail::crc32_of(tensor.raw_data(), tensor.nbytes());
+    std::string encoded(strings ? nbytes : 0, '\0');
+    void* data = strings ? encoded.data() : tensor.raw_data();
+    in.read(data, nbytes, what + "'s data");
+    const std::uint32_t actual_crc = detail::crc32_of(data, nbytes);
     if (actual_crc != data_crc)
       in.corrupt("the data of " + what + " fails its checksum (stored " + detail::hex32(data_crc) +
                  ", computed " + detail::hex32(actual_crc) + ")");
+    if (strings)
+      if (const std::string problem = decode_strings(encoded, tensor); !problem.empty())
+        in.corrupt("the strings of " + what + " are malformed: " + problem);
     if (*dtype == DType::boolean) {  // any other byte would be an invalid bool
       const auto* bytes = static_cast<const unsigned char*>(tensor.raw_data());
       for (std::size_t b = 0; b < tensor.nbytes(); ++b)

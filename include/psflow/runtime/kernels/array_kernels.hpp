@@ -1,7 +1,7 @@
 // Kernels of the array ops (graph/array_ops.hpp): Const, Placeholder, Fill, Identity, Reshape,
 // ConcatV2, Slice, Shape, Size, Range, Transpose, Split, SplitV, Pad, StridedSlice,
 // StridedSliceGrad, Pack, Unpack, Tile, ExpandDims, Squeeze, OneHot. Layout ops copy elements
-// by dtype (every dtype, bool included) or whole rows by bytes.
+// by dtype (every dtype, bool and string included) or whole rows (copy_elements).
 #pragma once
 
 #include <algorithm>
@@ -133,18 +133,16 @@ class ConcatKernel : public OpKernel {
       shape[axis] += t.shape()[axis];
     }
     Tensor& out = ctx.allocate_output(0, first.dtype(), shape);
-    std::size_t outer = 1, inner = dtype_size(first.dtype());
+    std::size_t outer = 1, inner = 1;  // in elements
     for (std::size_t d = 0; d < axis; ++d) outer *= shape[d];
     for (std::size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-    auto* dst = static_cast<unsigned char*>(out.raw_data());
     const std::size_t out_row = shape[axis] * inner;
     std::size_t column = 0;
     for (int i = 0; i < ctx.num_inputs(); ++i) {
       const Tensor& t = ctx.input(i);
       const std::size_t block = t.shape()[axis] * inner;
-      const auto* src = static_cast<const unsigned char*>(t.raw_data());
       for (std::size_t o = 0; o < outer; ++o)
-        std::memcpy(dst + o * out_row + column, src + o * block, block);
+        copy_elements(out, o * out_row + column, t, o * block, block);
       column += block;
     }
   }
@@ -175,19 +173,16 @@ class SliceKernel : public OpKernel {
     }
     Tensor& out = ctx.allocate_output(0, x.dtype(), shape);
     if (out.size() == 0) return;
-    const std::size_t elem = dtype_size(x.dtype());
-    std::vector<std::size_t> strides(rank, elem);
+    std::vector<std::size_t> strides(rank, 1);  // in elements
     for (std::size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * x.shape()[d];
-    const std::size_t row_bytes = rank == 0 ? elem : shape[rank - 1] * elem;
+    const std::size_t row = rank == 0 ? 1 : shape[rank - 1];
     const std::size_t rows = rank == 0 ? 1 : out.size() / shape[rank - 1];
-    const auto* src = static_cast<const unsigned char*>(x.raw_data());
-    auto* dst = static_cast<unsigned char*>(out.raw_data());
     std::vector<std::size_t> coord(rank, 0);
     for (std::size_t r = 0; r < rows; ++r) {
       std::size_t at = 0;
       for (std::size_t d = 0; d < rank; ++d)
         at += (coord[d] + static_cast<std::size_t>(begin_[d])) * strides[d];
-      std::memcpy(dst + r * row_bytes, src + at, row_bytes);
+      copy_elements(out, r * row, x, at, row);
       for (std::size_t d = rank - 1; rank > 0 && d-- > 0;) {
         if (++coord[d] < shape[d]) break;
         coord[d] = 0;
@@ -277,7 +272,7 @@ inline std::vector<std::int64_t> row_major_strides(const Shape& shape) {
 inline void gather_strided(const Tensor& in, Tensor& out, const Shape& shape, std::int64_t base,
                            const std::vector<std::int64_t>& strides) {
   if (out.size() == 0) return;
-  visit_dtype(in.dtype(), [&](auto tag) {
+  visit_any_dtype(in.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = in.data<T>();
     T* dst = out.data<T>();
@@ -289,7 +284,7 @@ inline void gather_strided(const Tensor& in, Tensor& out, const Shape& shape, st
 inline void scatter_strided(const Tensor& in, Tensor& out, const Shape& shape, std::int64_t base,
                             const std::vector<std::int64_t>& strides) {
   if (in.size() == 0) return;
-  visit_dtype(in.dtype(), [&](auto tag) {
+  visit_any_dtype(in.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* src = in.data<T>();
     T* dst = out.data<T>();
@@ -364,10 +359,9 @@ class SplitKernel : public OpKernel {
                               " do not add up to dimension " + std::to_string(axis) + " (size " +
                               std::to_string(dim) + ") of " + x.summary());
     }
-    std::size_t outer = 1, inner = dtype_size(x.dtype());
+    std::size_t outer = 1, inner = 1;  // in elements
     for (std::size_t d = 0; d < axis; ++d) outer *= x.shape()[d];
     for (std::size_t d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
-    const auto* src = static_cast<const unsigned char*>(x.raw_data());
     const std::size_t in_row = static_cast<std::size_t>(dim) * inner;
     std::size_t column = 0;
     for (std::size_t j = 0; j < sizes.size(); ++j) {
@@ -375,10 +369,9 @@ class SplitKernel : public OpKernel {
       shape[axis] = static_cast<std::size_t>(sizes[j]);
       Tensor& out = ctx.allocate_output(static_cast<int>(j), x.dtype(), shape);
       const std::size_t block = shape[axis] * inner;
-      auto* dst = static_cast<unsigned char*>(out.raw_data());
       if (block > 0)
         for (std::size_t o = 0; o < outer; ++o)
-          std::memcpy(dst + o * block, src + o * in_row + column, block);
+          copy_elements(out, o * block, x, o * in_row + column, block);
       column += block;
     }
   }
@@ -499,17 +492,14 @@ class PackKernel : public OpKernel {
     Shape shape = first.shape();
     shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(axis), static_cast<std::size_t>(n));
     Tensor& out = ctx.allocate_output(0, first.dtype(), shape);
-    std::size_t outer = 1, inner = dtype_size(first.dtype());
+    std::size_t outer = 1, inner = 1;  // in elements
     for (std::size_t d = 0; d < axis; ++d) outer *= first.shape()[d];
     for (std::size_t d = axis; d < first.rank(); ++d) inner *= first.shape()[d];
     if (inner == 0) return;
-    auto* dst = static_cast<unsigned char*>(out.raw_data());
-    for (int j = 0; j < n; ++j) {
-      const auto* src = static_cast<const unsigned char*>(ctx.input(j).raw_data());
+    for (int j = 0; j < n; ++j)
       for (std::size_t o = 0; o < outer; ++o)
-        std::memcpy(dst + (o * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)) * inner,
-                    src + o * inner, inner);
-    }
+        copy_elements(out, (o * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)) * inner,
+                      ctx.input(j), o * inner, inner);
   }
 
  private:
@@ -533,17 +523,15 @@ class UnpackKernel : public OpKernel {
                             x.summary() + " does not have size num " + std::to_string(num_));
     Shape shape = x.shape();
     shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
-    std::size_t outer = 1, inner = dtype_size(x.dtype());
+    std::size_t outer = 1, inner = 1;  // in elements
     for (std::size_t d = 0; d < axis; ++d) outer *= x.shape()[d];
     for (std::size_t d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
-    const auto* src = static_cast<const unsigned char*>(x.raw_data());
     const auto n = static_cast<std::size_t>(num_);
     for (std::size_t j = 0; j < n; ++j) {
       Tensor& out = ctx.allocate_output(static_cast<int>(j), x.dtype(), shape);
-      auto* dst = static_cast<unsigned char*>(out.raw_data());
       if (inner > 0)
         for (std::size_t o = 0; o < outer; ++o)
-          std::memcpy(dst + o * inner, src + (o * n + j) * inner, inner);
+          copy_elements(out, o * inner, x, (o * n + j) * inner, inner);
     }
   }
 

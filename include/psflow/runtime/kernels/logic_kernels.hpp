@@ -21,13 +21,13 @@ namespace detail {
 
 struct EqualOp {
   template <class T>
-  bool operator()(T a, T b) const {
+  bool operator()(const T& a, const T& b) const {  // strings too: by reference
     return a == b;
   }
 };
 struct NotEqualOp {
   template <class T>
-  bool operator()(T a, T b) const {
+  bool operator()(const T& a, const T& b) const {  // strings too: by reference
     return a != b;
   }
 };
@@ -86,7 +86,7 @@ class CompareKernel : public OpKernel {
         binary_loop<T, bool>(a, b, out, Op{});
       };
       if constexpr (Mode == 0)
-        visit_dtype(a.dtype(), run);
+        visit_any_dtype(a.dtype(), run);  // Equal and NotEqual compare strings too
       else
         visit_numeric_dtype(a.dtype(), ctx.node().type, run);
     }
@@ -138,12 +138,8 @@ class SelectKernel : public OpKernel {
     const std::size_t n = x.size();
     if (n == 0) return;
     const std::size_t block = rows ? n / x.shape()[0] : 1;  // elements per cond entry
-    const std::size_t bytes = block * dtype_size(x.dtype());
-    const auto* px = static_cast<const unsigned char*>(x.raw_data());
-    const auto* py = static_cast<const unsigned char*>(y.raw_data());
-    auto* po = static_cast<unsigned char*>(out.raw_data());
     if (block == 1) {
-      visit_dtype(x.dtype(), [&](auto tag) {
+      visit_any_dtype(x.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T* tx = x.data<T>();
         const T* ty = y.data<T>();
@@ -153,7 +149,7 @@ class SelectKernel : public OpKernel {
       return;
     }
     for (std::size_t r = 0; r < cond.size(); ++r)
-      std::memcpy(po + r * bytes, (pc[r] ? px : py) + r * bytes, bytes);
+      copy_elements(out, r * block, pc[r] ? x : y, r * block, block);
   }
   bool is_expensive() const override { return false; }
 };

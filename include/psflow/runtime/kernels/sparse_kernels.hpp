@@ -142,11 +142,9 @@ void gather_rows(OpKernelContext& ctx, const Tensor& params, const Tensor& indic
   const std::size_t rows = params.shape()[0];
   const auto ids = checked_ids(indices, rows, what);
   Tensor& out = ctx.allocate_output(0, params.dtype(), rows_shape(indices.shape(), params.shape()));
-  const std::size_t row_bytes = rows == 0 ? 0 : params.nbytes() / rows;
-  const auto* src = static_cast<const unsigned char*>(params.raw_data());
-  auto* dst = static_cast<unsigned char*>(out.raw_data());
+  const std::size_t row = rows == 0 ? 0 : params.size() / rows;  // in elements
   for_rows(std::span<const std::int64_t>(ids), [&](std::size_t k) {
-    std::memcpy(dst + k * row_bytes, src + static_cast<std::size_t>(ids[k]) * row_bytes, row_bytes);
+    copy_elements(out, k * row, params, static_cast<std::size_t>(ids[k]) * row, row);
   });
 }
 
