@@ -8,6 +8,9 @@
 // graph alone)
 #include "psflow/train.hpp"
 
+// input pipelines: data::Dataset, file readers and writers, decode_csv, tf.train.Example
+#include "psflow/data.hpp"
+
 // observe
 #include "psflow/observe/chrome_trace.hpp"
 #include "psflow/observe/dot_files.hpp"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Includes never point up the layer order, and each heavy dependency enters through its one place.
-#   core <- graph <- runtime <- distributed;  observe reads graph and runtime;  train uses them all;
+#   core <- graph <- runtime <- distributed;  observe reads graph and runtime;  data (input
+#   pipelines) sits on runtime and observe;  train uses them all;
 #   serving (bundles and Model) sits on train without distributed; impl/src.hpp (separate
 #   compilation) includes everything.
 # Umbrellas: psflow/graph.hpp is the graph layer, psflow/runtime.hpp the runtime layer,
@@ -16,9 +17,10 @@ allowed() {  # layer -> the layers its headers may include
     runtime) echo "core graph runtime" ;;
     distributed) echo "core graph runtime distributed" ;;
     observe) echo "core graph runtime observe" ;;
-    train) echo "core graph runtime distributed observe train" ;;
+    data) echo "core graph runtime observe data" ;;
+    train) echo "core graph runtime distributed observe data train" ;;
     serving) echo "core graph runtime observe train serving" ;;
-    impl) echo "core graph runtime distributed observe train serving impl" ;;  # compiles all of psflow
+    impl) echo "core graph runtime distributed observe data train serving impl" ;;  # compiles all of psflow
     *) echo "" ;;
   esac
 }
@@ -29,6 +31,7 @@ layer_of() {  # header path -> its layer, or "any" for the top-level psflow.hpp 
     psflow/runtime.hpp) echo runtime ;;
     psflow/train.hpp) echo train ;;
     psflow/serving.hpp) echo serving ;;
+    psflow/data.hpp) echo data ;;
     psflow/*/*) echo "$1" | cut -d/ -f2 ;;
     *) echo any ;;
   esac
