@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "psflow/core/fingerprint.hpp"
 #include "psflow/psflow.hpp"
 #include "serve/rest_api.hpp"
 #include "support/temp_dir.hpp"
@@ -125,6 +126,41 @@ TEST_CASE("bad requests get their status and an error body, and good ones still 
   refused("POST", "/v1/models/m/metadata", "", 405, "takes GET");
   CHECK(call(api, "POST", predict, R"({"inputs": {"x": [[1, 2]], "ids": [[1, 1, 1]]}})", 200)
             .contains("outputs"));
+}
+
+TEST_CASE("string inputs and outputs: JSON strings, and {\"b64\": ...} for binary bytes") {
+  testing::TempDir dir("rest-strings");
+  {
+    Graph g;
+    auto user = ops::placeholder(g, DType::string, {-1}, "user");
+    auto bucket = ops::string_to_hash_bucket_fast(user, 1000);
+    auto tagged = ops::string_join({user, ops::constant(g, Tensor(std::string("\xff")))});
+    Session sess(g);
+    serving::export_model(
+        sess, dir / "m",
+        {.inputs = {{"user", user}}, .outputs = {{"bucket", bucket}, {"tagged", tagged}}});
+  }
+  const auto model = serving::Model::load(dir / "m");
+  const serve::RestApi api(model, "m", "1");
+  const json meta = call(api, "GET", "/v1/models/m/metadata", "", 200);
+  CHECK(meta["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"]["user"]
+            ["dtype"] == "DT_STRING");
+  // "a\0b" in base64 is "YQBi".
+  const json out = call(api, "POST", "/v1/models/m:predict",
+                        R"({"instances": ["user:12345", {"b64": "YQBi"}]})", 200);
+  REQUIRE(out["predictions"].size() == 2);
+  CHECK(out["predictions"][0]["bucket"] ==
+        static_cast<std::int64_t>(fingerprint64("user:12345") % 1000));
+  CHECK(out["predictions"][1]["bucket"] ==
+        static_cast<std::int64_t>(fingerprint64(std::string("a\0b", 3)) % 1000));
+  // Not UTF-8 (a 0xff byte): answered as base64.
+  CHECK(out["predictions"][0]["tagged"] == json{{"b64", serve::base64_encode("user:12345\xff")}});
+  const std::string binary("any\0bytes\xff", 10);
+  CHECK(serve::base64_decode(serve::base64_encode(binary)) == binary);
+  CHECK(serve::base64_encode("ab") == "YWI=");
+  const json bad = call(api, "POST", "/v1/models/m:predict", R"({"instances": [12]})", 400);
+  CHECK_THAT(bad["error"].get<std::string>(), Contains("expected a string"));
+  call(api, "POST", "/v1/models/m:predict", R"({"instances": [{"b64": "not base64!"}]})", 400);
 }
 
 }  // namespace rest_api_test

@@ -15,6 +15,8 @@
 //   may be given bare, else as an object by input name.
 // Answers: "predictions" with one entry per example (the output's row, or an object of every
 // output's row when there are several), or "outputs" (the tensor, or an object of tensors).
+// A DT_STRING value is a JSON string, or binary bytes as {"b64": "<base64>"} (TF Serving's
+// form); a string output that is not UTF-8 is answered as {"b64": ...}.
 // "signature_name", when given, must be "serving_default".
 //
 // Errors are {"error": "..."}: 400 for malformed JSON, wrong types or shapes (the message names
@@ -25,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -48,6 +51,77 @@ struct HttpError : std::runtime_error {
 };
 
 // ---- JSON <-> Tensor -----------------------------------------------------------------------
+
+// Base64 (RFC 4648, with padding), as TF Serving carries binary strings: {"b64": "..."}.
+inline std::string base64_encode(std::string_view bytes) {
+  static constexpr char digits[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    std::uint32_t chunk = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) chunk |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) chunk |= static_cast<unsigned char>(bytes[i + 2]);
+    out += digits[(chunk >> 18) & 63];
+    out += digits[(chunk >> 12) & 63];
+    out += i + 1 < bytes.size() ? digits[(chunk >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? digits[chunk & 63] : '=';
+  }
+  return out;
+}
+
+// The bytes of base64 `text`; nullopt when it is not base64.
+inline std::optional<std::string> base64_decode(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    const int pad = (text[i + 3] == '=') + (text[i + 2] == '=' && text[i + 3] == '=');
+    if (pad > 0 && i + 4 != text.size()) return std::nullopt;
+    std::uint32_t chunk = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int v = k >= 4 - pad ? 0 : value(text[i + static_cast<std::size_t>(k)]);
+      if (v < 0) return std::nullopt;
+      chunk = (chunk << 6) | static_cast<std::uint32_t>(v);
+    }
+    out += static_cast<char>((chunk >> 16) & 255);
+    if (pad < 2) out += static_cast<char>((chunk >> 8) & 255);
+    if (pad < 1) out += static_cast<char>(chunk & 255);
+  }
+  return out;
+}
+
+// {"b64": "..."}: one binary string value, not an object naming inputs.
+inline bool is_binary_value(const nlohmann::json& v) {
+  return v.is_object() && v.size() == 1 && v.contains("b64") && v["b64"].is_string();
+}
+
+// An object naming inputs (row instances and columnar "inputs" with several inputs).
+inline bool names_inputs(const nlohmann::json& v) { return v.is_object() && !is_binary_value(v); }
+
+// True when `bytes` is valid UTF-8 (what a JSON string can carry).
+inline bool is_utf8(std::string_view bytes) {
+  for (std::size_t i = 0; i < bytes.size();) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    const std::size_t n = c < 0x80         ? 1
+                          : (c >> 5) == 6  ? 2
+                          : (c >> 4) == 14 ? 3
+                          : (c >> 3) == 30 ? 4
+                                           : 0;
+    if (n == 0 || i + n > bytes.size()) return false;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(bytes[i + k]) >> 6) != 2) return false;
+    i += n;
+  }
+  return true;
+}
 
 // The tensor a (nested) JSON list or scalar holds, of `dtype`. HttpError 400 naming `what` for
 // a ragged list, an empty value or an element of the wrong type.
@@ -76,12 +150,23 @@ inline psflow::Tensor tensor_from_json(const nlohmann::json& value, psflow::DTyp
   };
   walk(walk, value, 0);
   psflow::Tensor t = psflow::Tensor::uninitialized(dtype, shape);
-  psflow::visit_dtype(dtype, [&](auto tag) {
+  psflow::visit_any_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = t.data<T>();
     for (std::size_t i = 0; i < leaves.size(); ++i) {
       const nlohmann::json& leaf = *leaves[i];
-      if constexpr (std::is_same_v<T, bool>) {
+      if constexpr (std::is_same_v<T, std::string>) {
+        // A JSON string, or binary bytes as {"b64": "..."}, as TF Serving takes DT_STRING.
+        if (leaf.is_string()) {
+          out[i] = leaf.get<std::string>();
+        } else if (is_binary_value(leaf)) {
+          auto bytes = base64_decode(leaf["b64"].get<std::string>());
+          if (!bytes) bad("\"b64\" holds something that is not base64: " + leaf.dump());
+          out[i] = std::move(*bytes);
+        } else {
+          bad("expected a string or {\"b64\": \"...\"}, got " + leaf.dump());
+        }
+      } else if constexpr (std::is_same_v<T, bool>) {
         if (!leaf.is_boolean()) bad("expected true or false, got " + leaf.dump());
         out[i] = leaf.get<bool>();
       } else if constexpr (std::is_integral_v<T>) {
@@ -106,12 +191,19 @@ inline nlohmann::json json_from_tensor(const psflow::Tensor& t, std::int64_t row
     offset = static_cast<std::size_t>(row) * (t.size() / shape.at(0));
   }
   nlohmann::json out;
-  psflow::visit_dtype(t.dtype(), [&](auto tag) {
+  psflow::visit_any_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* data = t.data<T>() + offset;
     std::size_t next = 0;
+    auto leaf = [](const T& x) -> nlohmann::json {
+      if constexpr (std::is_same_v<T, std::string>) {
+        // Text as a JSON string; bytes JSON cannot carry as {"b64": "..."}.
+        if (!is_utf8(x)) return nlohmann::json{{"b64", base64_encode(x)}};
+      }
+      return nlohmann::json(x);
+    };
     auto build = [&](auto&& self, std::size_t dim) -> nlohmann::json {
-      if (dim == shape.size()) return nlohmann::json(data[next++]);
+      if (dim == shape.size()) return leaf(data[next++]);
       nlohmann::json list = nlohmann::json::array();
       for (std::size_t i = 0; i < shape[dim]; ++i) list.push_back(self(self, dim + 1));
       return list;
@@ -172,14 +264,14 @@ class RestApi {
       if (!instances.is_array() || instances.empty())
         throw HttpError(400, "\"instances\" must be a non-empty list, one entry per example");
       batch = instances.size();
-      const bool named = instances.front().is_object();
+      const bool named = names_inputs(instances.front());
       if (!named && names.size() != 1)
         throw HttpError(400, "this model has " + std::to_string(names.size()) +
                                  " inputs: each instance must be an object naming them");
       for (const auto& name : names) {
         nlohmann::json column = nlohmann::json::array();
         for (const auto& instance : instances) {
-          if (named != instance.is_object())
+          if (named != names_inputs(instance))
             throw HttpError(400, "instances mix objects and bare values");
           if (!named) {
             column.push_back(instance);
@@ -198,7 +290,7 @@ class RestApi {
               throw HttpError(400, "unknown input '" + key + "'");
     } else {
       const auto& inputs = request["inputs"];
-      const bool named = inputs.is_object();
+      const bool named = names_inputs(inputs);
       if (!named && names.size() != 1)
         throw HttpError(400, "this model has " + std::to_string(names.size()) +
                                  " inputs: \"inputs\" must be an object naming them");

@@ -6,5 +6,6 @@
 #include "psflow/data/csv.hpp"
 #include "psflow/data/dataset.hpp"
 #include "psflow/data/example.hpp"
+#include "psflow/data/iterator_kernels.hpp"
 #include "psflow/data/record_reader.hpp"
 #include "psflow/data/record_writer.hpp"

@@ -35,6 +35,10 @@
 #include "psflow/core/tensor.hpp"
 #include "psflow/graph/partial_shape.hpp"
 
+namespace psflow {
+class Graph;
+}
+
 namespace psflow::data {
 
 // Where an element came from, for error messages: a line of a text file, a
@@ -93,6 +97,8 @@ std::unique_ptr<ElementIterator> iterate_owned(std::shared_ptr<const DatasetNode
 
 }  // namespace detail
 
+class Iterator;
+
 class Dataset {
  public:
   using MapFn = std::function<std::vector<Tensor>(std::vector<Tensor>)>;
@@ -141,6 +147,10 @@ class Dataset {
 
   // A fresh pass over the pipeline, outside any graph.
   std::unique_ptr<ElementIterator> make_iterator() const;
+  // The pipeline in `graph` (data/iterator.hpp): a one-shot iterator starts its pass on its
+  // first get_next; an initializable one on each run of its initializer().
+  Iterator make_one_shot_iterator(Graph& graph) const;
+  Iterator make_initializable_iterator(Graph& graph) const;
   // The dtype and shape of each component. A map's output is learnt by running
   // its function on the first element of its input, as TF traces a map
   // function; a shape stays unknown where it may vary.
@@ -218,3 +228,4 @@ PSFLOW_DECL ElementSpec Dataset::element_spec() const { return node_->spec(); }
 
 #include "psflow/data/dataset_sources.hpp"
 #include "psflow/data/dataset_transformations.hpp"
+#include "psflow/data/iterator.hpp"

@@ -91,6 +91,10 @@ class MasterSession : public SessionImpl {
   std::map<std::string, std::shared_ptr<StepPlan>> plans_;
   // Kept when plans are forgotten: a session never silently moves to a restarted task.
   std::map<std::string, std::uint64_t> incarnations_;
+  // The Iterator kernels of this task's partitions, one per node for the whole session (an
+  // iterator's pass carries over between runs with different fetches); let go at close().
+  std::mutex stateful_kernels_mutex_;
+  std::map<std::string, std::shared_ptr<OpKernel>> stateful_kernels_;
   std::mutex rng_mutex_;
   std::mt19937_64 rng_;
 };
@@ -143,6 +147,11 @@ inline void MasterSession::close() {
     plans_.clear();
   }
   for (auto& plan : plans) deregister(*plan);
+  std::map<std::string, std::shared_ptr<OpKernel>> kernels;
+  {
+    std::lock_guard lock(stateful_kernels_mutex_);
+    kernels.swap(stateful_kernels_);
+  }  // destroyed here, outside the lock: an iterator's threads end with its kernel
 }
 
 inline std::shared_ptr<MasterSession::StepPlan> MasterSession::plan_for(
@@ -176,7 +185,16 @@ inline std::shared_ptr<MasterSession::StepPlan> MasterSession::plan_for(
       plan->local_graph = std::make_shared<Graph>();
       import_graph_def(*plan->local_graph, def);
       plan->local_executor = server_.worker().make_executor(
-          *plan->local_graph, plan->partition.feed_nodes, plan->partition.fetch_tensors);
+          *plan->local_graph, plan->partition.feed_nodes, plan->partition.fetch_tensors,
+          [this](const detail::Node& node, const auto& create) -> std::shared_ptr<OpKernel> {
+            // Only an iterator's state must span the plans: other stateful kernels (a
+            // partition's _Send and _Recv, named per plan) stay the plan's own.
+            if (node.type != "Iterator") return create();
+            std::lock_guard kernels_lock(stateful_kernels_mutex_);
+            auto& kernel = stateful_kernels_[node.name];
+            if (!kernel) kernel = create();
+            return kernel;
+          });
       continue;
     }
     RemotePartition remote;

@@ -97,10 +97,12 @@ class WorkerService {
   // Imports and prepares a partition; returns its handle. Throws on a malformed graph.
   std::string register_graph(const GraphDef& def);
   // An executor over every node of `graph` on this task's device, with feeds and fetches given
-  // by tensor names (for the master's own partition).
-  std::shared_ptr<Executor> make_executor(const Graph& graph,
-                                          const std::vector<std::string>& feed_nodes,
-                                          const std::vector<std::string>& fetch_tensors);
+  // by tensor names (for the master's own partition, which passes its session's stateful
+  // kernels: Executor::Params::stateful_kernel).
+  std::shared_ptr<Executor> make_executor(
+      const Graph& graph, const std::vector<std::string>& feed_nodes,
+      const std::vector<std::string>& fetch_tensors,
+      decltype(Executor::Params::stateful_kernel) stateful_kernel = {});
   void deregister_graph(const std::string& handle);
 
   // Runs partition `handle` for step `step_id`; `done` gets the partition's status. With
@@ -256,9 +258,11 @@ inline std::string WorkerService::register_graph(const GraphDef& def) {
 
 inline std::shared_ptr<Executor> WorkerService::make_executor(
     const Graph& graph, const std::vector<std::string>& feed_nodes,
-    const std::vector<std::string>& fetch_tensors) {
+    const std::vector<std::string>& fetch_tensors,
+    decltype(Executor::Params::stateful_kernel) stateful_kernel) {
   Executor::Params params;
   params.graph = &graph;
+  params.stateful_kernel = std::move(stateful_kernel);
   std::vector<char> fed(graph.num_nodes(), 0);
   for (const auto& f : feed_nodes) {
     const Output out = graph.operation(f).output(0);
