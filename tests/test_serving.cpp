@@ -124,6 +124,30 @@ TEST_CASE("an exported model predicts what the training session computes") {
   }
 }
 
+TEST_CASE(
+    "an input whose default is a training iterator's batch is served as a plain placeholder") {
+  Graph g;
+  data::Iterator input = data::Dataset::from_tensor_slices(
+                             {Tensor::from_vector<std::string>({"a", "bb", "ccc", "dddd"}, {4, 1})})
+                             .batch(2)
+                             .make_one_shot_iterator(g);
+  const Output words = ops::placeholder_with_default(input.get_next()[0], {-1, 1}, "words");
+  const Output ids = ops::string_to_hash_bucket_fast(words, 10);
+  auto table = get_variable(g, "emb", {10, 2}, random_normal_initializer(0, 1, 7));
+  const Output score = ops::reduce_sum(ops::embedding_lookup(table, ids), {1, 2}, false, "score");
+  Session sess(g);
+  sess.run(global_variables_initializer(g));
+  sess.run({score});  // trained from the iterator, with no feed
+  TempDir dir("serving");
+  serving::export_model(sess, dir / "model",
+                        {.inputs = {{"words", words}}, .outputs = {{"score", score}}});
+  const std::string graph_def = read_file(dir / "model/graph.pb");
+  CHECK(graph_def.find("Iterator") == std::string::npos);
+  const Tensor request = Tensor::from_vector<std::string>({"bb", "zzz"}, {2, 1});
+  check_close(serving::Model::load(dir / "model").predict({{"words", request}}).at("score"),
+              sess.run({score}, {{words, request}})[0]);
+}
+
 TEST_CASE("a bundle holds the pruned inference graph as a GraphDef, its variables and a manifest") {
   CtrModel trained(1);
   TempDir dir("serving");

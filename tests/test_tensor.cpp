@@ -161,3 +161,19 @@ TEST_CASE("string tensors copy, compare and move elements as strings") {
   copy_elements(numbers, 1, Tensor::from_vector<std::int32_t>({7, 8}), 0, 2);
   CHECK(numbers.equals(Tensor::from_vector<std::int32_t>({0, 7, 8})));
 }
+
+TEST_CASE("move_elements moves the strings of a tensor no other shares, and copies a shared one") {
+  const std::string long_one(100, 'x');  // longer than any small-string buffer
+  Tensor owned = Tensor::from_vector<std::string>({long_one, "b"});
+  Tensor out(DType::string, {2});
+  move_elements(out, 0, owned, 0, 2);
+  CHECK(out.equals(Tensor::from_vector<std::string>({long_one, "b"})));
+  CHECK(owned.values<std::string>()[0].empty());  // moved out
+
+  Tensor shared = Tensor::from_vector<std::string>({long_one});
+  const Tensor other_owner = shared;  // shares the buffer
+  Tensor out2(DType::string, {1});
+  move_elements(out2, 0, shared, 0, 1);
+  CHECK(out2.values<std::string>()[0] == long_one);
+  CHECK(other_owner.values<std::string>()[0] == long_one);  // copied, not moved
+}

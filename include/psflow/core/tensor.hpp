@@ -248,6 +248,16 @@ class Tensor {
                 count * elem);
   }
 
+  // As copy_elements, but strings are moved out of `src` when no other tensor shares its buffer
+  // (a pipeline stacking elements it owns); `src` keeps its shape, its moved strings empty.
+  friend void move_elements(Tensor& dst, std::size_t dst_at, Tensor& src, std::size_t src_at,
+                            std::size_t count) {
+    if (src.dtype_ != DType::string || src.buffer_.use_count() != 1)
+      return copy_elements(dst, dst_at, src, src_at, count);
+    auto* from = static_cast<std::string*>(src.buffer_->data()) + src_at;
+    std::move(from, from + count, static_cast<std::string*>(dst.buffer_->data()) + dst_at);
+  }
+
   // "float32[2,2]", for error messages.
   std::string summary() const {
     if (empty()) return "<empty tensor>";

@@ -420,11 +420,11 @@ class BatchNode : public UnaryNode {
     return out;
   }
 
-  // Copies `x` into `out` from element `at` on, laid out in the (larger or
-  // equal) `shape`.
-  static void copy_padded(const Tensor& x, Tensor& out, std::size_t at, const Shape& shape) {
+  // Moves `x` (an element this stage owns) into `out` from element `at` on, laid out in the
+  // (larger or equal) `shape`.
+  static void copy_padded(Tensor& x, Tensor& out, std::size_t at, const Shape& shape) {
     if (x.shape() == shape) {
-      copy_elements(out, at, x, 0, x.size());
+      move_elements(out, at, x, 0, x.size());
       return;
     }
     if (x.size() == 0) return;

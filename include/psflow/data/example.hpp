@@ -116,98 +116,134 @@ PSFLOW_DECL std::size_t feature_kind_of(DType dtype, const std::string& name) {
   }
 }
 
-// One Feature message: its list's values, nullopt when no kind is set.
-PSFLOW_DECL std::optional<FeatureValues> read_feature(std::string_view bytes,
-                                                      const std::string& what) {
-  std::optional<FeatureValues> values;
-  observe::ProtoReader feature(bytes, what);
-  for (observe::ProtoReader::Field f; feature.next(f);) {
+// A Feature message's list: its kind (0 float_list, 1 int64_list, 2 bytes_list; the last one set
+// wins, as protobuf's oneof) and the list's bytes. kind -1: no list.
+struct FeatureList {
+  int kind = -1;
+  std::string_view bytes;
+};
+
+PSFLOW_DECL FeatureList feature_list(std::string_view feature) {
+  FeatureList list;
+  observe::ProtoReader reader(feature, std::string());  // a short `what`: no allocation
+  for (observe::ProtoReader::Field f; reader.next(f);) {
     if (f.wire_type != 2 || f.number < 1 || f.number > 3) continue;  // unknown fields: skipped
-    observe::ProtoReader list(f.bytes, what);
-    if (f.number == 1) {
-      std::vector<std::string> v;
-      for (observe::ProtoReader::Field e; list.next(e);)
-        if (e.number == 1 && e.wire_type == 2) v.emplace_back(e.bytes);
-      values = std::move(v);
-    } else if (f.number == 2) {
-      std::vector<float> v;
-      auto add = [&v](std::uint32_t bits) { v.push_back(std::bit_cast<float>(bits)); };
-      for (observe::ProtoReader::Field e; list.next(e);) {
-        if (e.number != 1) continue;
-        if (e.wire_type == 5) {
-          add(static_cast<std::uint32_t>(e.value));
-        } else if (e.wire_type == 2) {
-          if (e.bytes.size() % 4 != 0)
-            list.fail("a packed float list is not a multiple of 4 bytes");
-          for (std::size_t i = 0; i < e.bytes.size(); i += 4) {
-            std::uint32_t bits;
-            std::memcpy(&bits, e.bytes.data() + i, 4);
-            add(bits);
-          }
-        }
-      }
-      values = std::move(v);
-    } else {
-      std::vector<std::int64_t> v;
-      for (observe::ProtoReader::Field e; list.next(e);) {
-        if (e.number != 1) continue;
-        if (e.wire_type == 0) {
-          v.push_back(static_cast<std::int64_t>(e.value));
-        } else if (e.wire_type == 2) {
-          const auto packed = list.packed_varints(e.bytes);
-          v.insert(v.end(), packed.begin(), packed.end());
-        }
-      }
-      values = std::move(v);
-    }
+    list.kind = f.number == 1 ? 2 : f.number == 2 ? 0 : 1;
+    list.bytes = f.bytes;
   }
-  return values;
+  return list;
 }
 
-// The features of one serialized Example that `wanted` names (others are
-// skipped unread).
-PSFLOW_DECL std::map<std::string, FeatureValues> read_example(
-    std::string_view bytes, const std::map<std::string, Feature>& wanted, const std::string& what) {
-  std::map<std::string, FeatureValues> found;
-  observe::ProtoReader example(bytes, what);
+// Calls put(i, bytes, bits) for value i of `list`: its bytes for a bytes_list, else the float's
+// bits or the int64. Packed and unpacked repeated values both count.
+template <class Put>
+void for_each_value(const FeatureList& list, Put&& put) {
+  observe::ProtoReader reader(list.bytes, std::string());
+  std::size_t i = 0;
+  for (observe::ProtoReader::Field e; reader.next(e);) {
+    if (e.number != 1) continue;
+    if (list.kind == 2) {
+      if (e.wire_type == 2) put(i++, e.bytes, std::uint64_t{0});
+    } else if (list.kind == 0 && e.wire_type == 5) {
+      put(i++, std::string_view(), e.value);
+    } else if (list.kind == 1 && e.wire_type == 0) {
+      put(i++, std::string_view(), e.value);
+    } else if (e.wire_type == 2 && list.kind == 0) {
+      if (e.bytes.size() % 4 != 0) reader.fail("a packed float list is not a multiple of 4 bytes");
+      for (std::size_t at = 0; at < e.bytes.size(); at += 4) {
+        std::uint32_t bits;
+        std::memcpy(&bits, e.bytes.data() + at, 4);
+        put(i++, std::string_view(), std::uint64_t{bits});
+      }
+    } else if (e.wire_type == 2 && list.kind == 1) {
+      for (std::int64_t v : reader.packed_varints(e.bytes))
+        put(i++, std::string_view(), static_cast<std::uint64_t>(v));
+    }
+  }
+}
+
+PSFLOW_DECL std::size_t count_values(const FeatureList& list) {
+  std::size_t n = 0;
+  for_each_value(list, [&](std::size_t, std::string_view, std::uint64_t) { ++n; });
+  return n;
+}
+
+// Writes the first `room` values of `list` into `out` from element `at` on; returns how many
+// values the list has (more than `room`: the rest are not written).
+PSFLOW_DECL std::size_t write_values(const FeatureList& list, Tensor& out, std::size_t at,
+                                     std::size_t room) {
+  std::size_t n = 0;
+  switch (list.kind) {
+    case 0: {
+      float* dst = out.data<float>() + at;
+      for_each_value(list, [&](std::size_t i, std::string_view, std::uint64_t bits) {
+        if (i < room) dst[i] = std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+        n = i + 1;
+      });
+      break;
+    }
+    case 1: {
+      std::int64_t* dst = out.data<std::int64_t>() + at;
+      for_each_value(list, [&](std::size_t i, std::string_view, std::uint64_t v) {
+        if (i < room) dst[i] = static_cast<std::int64_t>(v);
+        n = i + 1;
+      });
+      break;
+    }
+    default: {
+      std::string* dst = out.data<std::string>() + at;
+      for_each_value(list, [&](std::size_t i, std::string_view bytes, std::uint64_t) {
+        if (i < room) dst[i].assign(bytes);
+        n = i + 1;
+      });
+    }
+  }
+  return n;
+}
+
+// The wanted features, sorted by name, for finding an entry's key without allocating.
+struct WantedFeature {
+  std::string_view name;
+  const Feature* spec;
+};
+
+// Records, for example `i`, the Feature bytes of each wanted feature it has (the last entry of a
+// key wins, an entry without a list counts as absent) into lists[i * wanted.size() + slot].
+PSFLOW_DECL void scan_example(std::string_view bytes, const std::vector<WantedFeature>& wanted,
+                              FeatureList* lists) {
+  observe::ProtoReader example(bytes, std::string());
+  std::size_t hint = 0;
   for (observe::ProtoReader::Field f; example.next(f);) {
     if (f.number != 1 || f.wire_type != 2) continue;
-    observe::ProtoReader features(f.bytes, what);
+    observe::ProtoReader features(f.bytes, std::string());
     for (observe::ProtoReader::Field entry; features.next(entry);) {
       if (entry.number != 1 || entry.wire_type != 2) continue;
-      std::string key;
-      std::string_view value;
-      observe::ProtoReader kv(entry.bytes, what);
+      std::string_view key, value;
+      observe::ProtoReader kv(entry.bytes, std::string());
       for (observe::ProtoReader::Field e; kv.next(e);) {
         if (e.wire_type != 2) continue;
-        if (e.number == 1) key.assign(e.bytes);
+        if (e.number == 1) key = e.bytes;
         if (e.number == 2) value = e.bytes;
       }
-      if (!wanted.count(key)) continue;
-      if (auto values = read_feature(value, what))
-        found[key] = std::move(*values);
-      else
-        found.erase(key);  // the last entry of a key wins, an empty one too
+      // Writers usually give the keys in sorted order, so the slot after the last one found is
+      // tried first.
+      std::size_t slot = hint;
+      if (slot >= wanted.size() || wanted[slot].name != key) {
+        const auto it =
+            std::lower_bound(wanted.begin(), wanted.end(), key,
+                             [](const WantedFeature& w, std::string_view k) { return w.name < k; });
+        if (it == wanted.end() || it->name != key) continue;
+        slot = static_cast<std::size_t>(it - wanted.begin());
+      }
+      lists[slot] = feature_list(value);
+      hint = slot + 1;
     }
   }
-  return found;
 }
 
-// Copies `values` into `out` from element `at` on.
-PSFLOW_DECL void put_values(const FeatureValues& values, Tensor& out, std::size_t at) {
-  std::visit(
-      [&](const auto& v) {
-        using T = typename std::decay_t<decltype(v)>::value_type;
-        std::copy(v.begin(), v.end(), out.data<T>() + at);
-      },
-      values);
-}
-
-PSFLOW_DECL std::size_t values_size(const FeatureValues& values) {
-  return std::visit([](const auto& v) { return v.size(); }, values);
-}
-
-// Parses `count` examples (a vector, or one scalar when `single`).
+// Parses `count` examples (a vector, or one scalar when `single`): each example's wanted
+// features are found first (views into the serialized bytes), then each is decoded straight
+// into its output tensor.
 PSFLOW_DECL std::map<std::string, ParsedFeature> parse_examples(
     const Tensor& serialized, const std::map<std::string, Feature>& features, bool single) {
   const char* op = single ? "parse_single_example" : "parse_example";
@@ -217,21 +253,49 @@ PSFLOW_DECL std::map<std::string, ParsedFeature> parse_examples(
                           serialized.summary());
   const auto records = serialized.values<std::string>();
   const std::size_t batch = records.size();
-  std::vector<std::map<std::string, FeatureValues>> examples;
-  examples.reserve(batch);
-  for (std::size_t i = 0; i < batch; ++i)
-    examples.push_back(read_example(records[i], features,
-                                    std::string(op) + ": serialized example " + std::to_string(i)));
+  std::vector<WantedFeature> wanted;
+  for (const auto& [name, spec] : features) wanted.push_back({name, &spec});  // map order: sorted
+  const std::size_t slots = wanted.size();
+  std::vector<FeatureList> lists(batch * slots);
+  for (std::size_t i = 0; i < batch; ++i) {
+    try {
+      scan_example(records[i], wanted, lists.data() + i * slots);
+    } catch (const DataLoss& e) {  // its message follows the empty `what`: " is not a ..."
+      throw DataLoss(std::string(op) + ": serialized example " + std::to_string(i) + e.message());
+    }
+  }
+  auto list_of = [&](std::size_t i, std::size_t slot) -> const FeatureList& {
+    return lists[i * slots + slot];
+  };
 
   std::map<std::string, ParsedFeature> out;
-  for (const auto& [name, spec] : features) {
-    auto where = [&, &name = name](std::size_t i) {
+  std::size_t slot = 0;
+  for (const auto& [feature_name, spec] : features) {
+    const std::string& name = feature_name;
+    auto where = [&](std::size_t i) {
       return std::string(op) + ": example " + std::to_string(i) + ", feature '" + name + "'";
     };
-    auto check_kind = [&](const FeatureValues& v, std::size_t want, std::size_t i) {
-      if (v.index() != want)
-        throw InvalidArgument(where(i) + " holds " + feature_kind_name(v.index()) +
+    auto check_kind = [&](const FeatureList& list, std::size_t want, std::size_t i) {
+      if (static_cast<std::size_t>(list.kind) != want)
+        throw InvalidArgument(where(i) + " holds " +
+                              feature_kind_name(static_cast<std::size_t>(list.kind)) +
                               " values, the feature is declared " + feature_kind_name(want));
+    };
+    // A damaged list's DataLoss names the example and the feature.
+    auto counted = [&](const FeatureList& list, std::size_t i) {
+      try {
+        return count_values(list);
+      } catch (const DataLoss& e) {
+        throw DataLoss(where(i) + e.message());
+      }
+    };
+    auto written = [&](const FeatureList& list, Tensor& dst, std::size_t at, std::size_t room,
+                       std::size_t i) {
+      try {
+        return write_values(list, dst, at, room);
+      } catch (const DataLoss& e) {
+        throw DataLoss(where(i) + e.message());
+      }
     };
     if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
       const std::size_t kind = feature_kind_of(fixed->dtype, name);
@@ -248,8 +312,8 @@ PSFLOW_DECL std::map<std::string, ParsedFeature> parse_examples(
       if (!single) shape.insert(shape.begin(), batch);
       Tensor dense(fixed->dtype, shape);
       for (std::size_t i = 0; i < batch; ++i) {
-        const auto it = examples[i].find(name);
-        if (it == examples[i].end()) {
+        const FeatureList& list = list_of(i, slot);
+        if (list.kind < 0) {
           if (!fixed->default_value)
             throw InvalidArgument(where(i) + " is missing and has no default_value");
           const Tensor& d = *fixed->default_value;
@@ -257,34 +321,36 @@ PSFLOW_DECL std::map<std::string, ParsedFeature> parse_examples(
             copy_elements(dense, i * per_example + k, d, d.size() == 1 ? 0 : k, 1);
           continue;
         }
-        check_kind(it->second, kind, i);
-        if (values_size(it->second) != per_example)
-          throw InvalidArgument(where(i) + " has " + std::to_string(values_size(it->second)) +
-                                " values, its shape " + shape_string(fixed->shape) + " needs " +
+        check_kind(list, kind, i);
+        if (const std::size_t n = written(list, dense, i * per_example, per_example, i);
+            n != per_example)
+          throw InvalidArgument(where(i) + " has " + std::to_string(n) + " values, its shape " +
+                                shape_string(fixed->shape) + " needs " +
                                 std::to_string(per_example));
-        put_values(it->second, dense, i * per_example);
       }
       out.emplace(name, std::move(dense));
     } else {
       const auto& var = std::get<VarLenFeature>(spec);
       const std::size_t kind = feature_kind_of(var.dtype, name);
       std::size_t total = 0, widest = 0;
-      for (std::size_t i = 0; i < batch; ++i)
-        if (const auto it = examples[i].find(name); it != examples[i].end()) {
-          check_kind(it->second, kind, i);
-          total += values_size(it->second);
-          widest = std::max(widest, values_size(it->second));
-        }
+      std::vector<std::size_t> sizes(batch, 0);
+      for (std::size_t i = 0; i < batch; ++i) {
+        const FeatureList& list = list_of(i, slot);
+        if (list.kind < 0) continue;
+        check_kind(list, kind, i);
+        sizes[i] = counted(list, i);
+        total += sizes[i];
+        widest = std::max(widest, sizes[i]);
+      }
       const std::size_t rank = single ? 1 : 2;
       Tensor indices(DType::int64, {total, rank});
       Tensor values(var.dtype, {total});
       auto* idx = indices.data<std::int64_t>();
       std::size_t at = 0;
       for (std::size_t i = 0; i < batch; ++i) {
-        const auto it = examples[i].find(name);
-        if (it == examples[i].end()) continue;
-        put_values(it->second, values, at);
-        for (std::size_t k = 0; k < values_size(it->second); ++k, ++at) {
+        if (sizes[i] == 0) continue;
+        written(list_of(i, slot), values, at, sizes[i], i);
+        for (std::size_t k = 0; k < sizes[i]; ++k, ++at) {
           if (!single) *idx++ = static_cast<std::int64_t>(i);
           *idx++ = static_cast<std::int64_t>(k);
         }
@@ -295,6 +361,7 @@ PSFLOW_DECL std::map<std::string, ParsedFeature> parse_examples(
       out.emplace(name, std::array<Tensor, 3>{std::move(indices), std::move(values),
                                               Tensor::from_vector(std::move(dense_shape))});
     }
+    ++slot;
   }
   return out;
 }

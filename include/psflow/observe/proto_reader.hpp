@@ -57,6 +57,12 @@ PSFLOW_DECL void ProtoReader::fail(const std::string& problem) const {
 }
 
 PSFLOW_DECL std::uint64_t ProtoReader::read_varint(std::string_view& in) const {
+  // One byte, the common case (keys and short lengths).
+  if (!in.empty() && !(static_cast<unsigned char>(in.front()) & 0x80)) {
+    const auto value = static_cast<unsigned char>(in.front());
+    in.remove_prefix(1);
+    return value;
+  }
   std::uint64_t value = 0;
   for (int shift = 0; shift < 64; shift += 7) {
     if (in.empty()) fail("a varint runs past the end");

@@ -6,7 +6,9 @@
 // The bundle's graph is the session's graph pruned to what the outputs need with the inputs
 // fed, so no optimizer, summary or save op is in it; it never holds Send/Recv (those exist only
 // in the partitions a session cuts, never in the user's graph) and its nodes carry no devices,
-// so any process runs it whole. Each input must be a Placeholder's output. Its variables' values
+// so any process runs it whole. Each input must be a Placeholder's output (or a
+// placeholder_with_default's, e.g. one whose default is a training iterator's batch: the bundle
+// holds it as a plain Placeholder, since a request always gives it). Its variables' values
 // are fetched through `session` in one run: from the ps tasks when it is the chief's session of
 // a cluster (MonitoredTrainingSession::raw_session(), before the session closes), from this
 // process otherwise. A partitioned variable's shards are stored each under its own name (the
@@ -138,6 +140,13 @@ PSFLOW_DECL void export_model(Session& session, std::string_view dir, const Sign
     const Operation op(&graph, id);
     NodeDef node = to_node_def(graph, id);
     node.device.clear();
+    if (node.op == "PlaceholderWithDefault" && fed_placeholders.count(id)) {
+      // A signature input is always given, so its default (a training input, e.g. an
+      // iterator's batch) is not part of the model: the bundle holds a plain placeholder.
+      node.op = "Placeholder";
+      node.inputs.clear();
+      node.attrs["dtype"] = op.output(0).dtype();
+    }
     if (node.op == "Placeholder" && !fed_placeholders.count(id))
       fail("the outputs need placeholder '" + node.name +
            "', which is not a signature input: add it to Signature::inputs");
