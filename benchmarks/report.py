@@ -27,6 +27,7 @@ SPARSE_SIZE_RATIO = 1.3  # step time on the 8M-row table / on the 1M-row table
 SPARSE_RSS_SLACK_MIB = 64  # a ps's peak RSS may exceed its shards' bytes by this much
 DYNAMIC_STEP_RATIO = 1.5  # dynamic table step / partitioned table step at the same live size
 DYNAMIC_SIZE_RATIO = 1.3  # dynamic table step at 8M live keys / at 1M
+PARSE_RATIO = 0.7  # the input pipeline's examples/s on one thread / a hand-written loop's
 DYNAMIC_EVICTION_SPREAD = 0.10  # memory under eviction within 10% of its value at capacity
 # ps-lite on this machine, the same 4096-id pull + push over 2 servers; measured separately,
 # never in this run: about 1.1 ms per step, 3.7 M rows/s, flat from 1M to 8M rows.
@@ -224,6 +225,25 @@ def serving(runs, t):
               "difference is HTTP and JSON)" % label, r, p, "us")
 
 
+def input_pipeline(runs, t):
+    """TFRecord + parse_example through data::Dataset (bench_data) against a hand-written loop
+    reading and decoding the same file, in the same run."""
+    hand = get(runs, "data/parse/hand_loop", "items_per_second")
+    for threads in ["1", "2", "4"]:
+        p = get(runs, "data/parse/pipeline/threads:" + threads, "items_per_second")
+        single = threads == "1"
+        t.add("TFRecord + parse_example, map on %s thread%s, examples/s (baseline: hand-written "
+              "read and decode loop)" % (threads, "" if single else "s"),
+              p, hand, "/s", "≥ 0.7 ×" if single else "—",
+              (p / hand >= PARSE_RATIO) if (single and p is not None and hand is not None) else None)
+    for threads in ["1", "2"]:
+        p = get(runs, "data/parse/pipeline/threads:" + threads, "bytes_per_second")
+        h = get(runs, "data/parse/hand_loop", "bytes_per_second")
+        t.add("TFRecord + parse_example, map on %s thread%s, file bytes/s" %
+              (threads, "" if threads == "1" else "s"),
+              None if p is None else p / 1e6, None if h is None else h / 1e6, "MB/s")
+
+
 def head_of_line(runs, t):
     """A 4 KiB one-round-trip step's latency while another worker process pushes 64 MiB updates
     to the same ps (bench_load), against the same steps alone in the same run."""
@@ -361,6 +381,7 @@ def main(argv):
     conv(runs, t)
     checkpoint(runs, t)
     serving(runs, t)
+    input_pipeline(runs, t)
     head_of_line(runs, t)
 
     print(t.render())

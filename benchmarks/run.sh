@@ -6,7 +6,7 @@
 #   ./benchmarks/run.sh --repetitions 1     # quicker, noisier
 #   ./benchmarks/run.sh --filter 'transfer' # only benchmarks matching a regex
 #   ./benchmarks/run.sh --only sparse       # one binary (net, local, sparse, dynamic, conv,
-#                                           # checkpoint, load or serving)
+#                                           # checkpoint, load, serving or data)
 #
 # Environment: PSFLOW_BENCH_JOBS (build parallelism, default 1: this machine has 2 shared
 # cores), PSFLOW_BENCH_BUILD_DIR (default build-bench).
@@ -16,15 +16,15 @@ cd "$(dirname "$0")/.."
 
 repetitions=3
 filter=.
-binaries=(net local sparse dynamic conv checkpoint load serving)
+binaries=(net local sparse dynamic conv checkpoint load serving data)
 while [ $# -gt 0 ]; do
   case "$1" in
     --repetitions) repetitions=$2; shift 2 ;;
     --filter) filter=$2; shift 2 ;;
     --only)
-      case "$2" in net|local|sparse|dynamic|conv|checkpoint|load|serving) binaries=("$2") ;; *) echo "$0: --only net|local|sparse|dynamic|conv|checkpoint|load|serving" >&2; exit 2 ;; esac
+      case "$2" in net|local|sparse|dynamic|conv|checkpoint|load|serving|data) binaries=("$2") ;; *) echo "$0: --only net|local|sparse|dynamic|conv|checkpoint|load|serving|data" >&2; exit 2 ;; esac
       shift 2 ;;
-    *) echo "usage: $0 [--repetitions N] [--filter REGEX] [--only net|local|sparse|dynamic|conv|checkpoint|load|serving]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--repetitions N] [--filter REGEX] [--only net|local|sparse|dynamic|conv|checkpoint|load|serving|data]" >&2; exit 2 ;;
   esac
 done
 
@@ -45,6 +45,7 @@ for b in "${binaries[@]}"; do
     checkpoint) targets+=(bench_ps bench_checkpoint) ;;
     load) targets+=(bench_ps bench_load) ;;
     serving) targets+=(bench_serve bench_serving) ;;
+    data) targets+=(bench_data) ;;
   esac
 done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
@@ -53,7 +54,7 @@ results=$build/benchmarks/results
 mkdir -p "$results"
 rm -f "$results"/net.json "$results"/local.json "$results"/sparse.json "$results"/dynamic.json \
   "$results"/conv.json \
-  "$results"/checkpoint.json "$results"/load.json "$results"/serving.json
+  "$results"/checkpoint.json "$results"/load.json "$results"/serving.json "$results"/data.json
 echo "run.sh: load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 common=(--benchmark_repetitions="$repetitions" --benchmark_report_aggregates_only=true
@@ -71,7 +72,7 @@ echo
 inputs=()
 for f in "$results/net.json" "$results/local.json" "$results/sparse.json" "$results/dynamic.json" \
          "$results/conv.json" \
-         "$results/checkpoint.json" "$results/load.json" "$results/serving.json"; do [ -s "$f" ] && inputs+=("$f"); done
+         "$results/checkpoint.json" "$results/load.json" "$results/serving.json" "$results/data.json"; do [ -s "$f" ] && inputs+=("$f"); done
 [ ${#inputs[@]} -gt 0 ] || { echo "run.sh: no results" >&2; exit 1; }
 /usr/bin/python3 benchmarks/report.py "${inputs[@]}" || status=$?
 exit "$status"

@@ -1,5 +1,5 @@
 // The trainer example's Fashion-MNIST loader: the real files of Debian's dataset-fashion-mnist
-// load with the right shapes and labels; sharding and batching cover every example; truncated,
+// load with the right shapes and labels; the trainer's Dataset shards them; slices; truncated,
 // corrupt, mislabelled or missing files throw DataLoss / NotFound naming the file.
 #include <zlib.h>
 
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "psflow/data.hpp"
 #include "support/temp_dir.hpp"
 #include "trainer/fashion_mnist.hpp"
 
@@ -114,71 +115,27 @@ TEST_CASE("the real Fashion-MNIST files load with the right shapes, pixel range 
   const fashion_mnist::Dataset train = fashion_mnist::load(kDir, fashion_mnist::Split::train);
   check_dataset(train, 60000);
 
-  // Worker 1 of 2 gets examples 1, 3, 5, ...
-  const fashion_mnist::Dataset odd = fashion_mnist::shard(train, 1, 2);
-  REQUIRE(odd.size() == 30000);
-  CHECK(odd.label_ids[0] == train.label_ids[1]);
-  CHECK(odd.label_ids[29999] == train.label_ids[59999]);
-  CHECK(std::equal(odd.images.data<float>(), odd.images.data<float>() + 784,
+  // Worker 1 of 2 gets examples 1, 3, 5, ... through the trainer's Dataset.
+  const auto odd = psflow::data::Dataset::from_tensor_slices({train.images, train.labels})
+                       .shard(2, 1)
+                       .batch(30000)
+                       .make_iterator()
+                       ->next();
+  REQUIRE(odd);
+  REQUIRE(odd->components[0].shape() == psflow::Shape{30000, 784});
+  CHECK(std::equal(odd->components[0].data<float>(), odd->components[0].data<float>() + 784,
                    train.images.data<float>() + 784));
+  CHECK(std::equal(odd->components[1].data<float>(), odd->components[1].data<float>() + 10,
+                   train.labels.data<float>() + 10));
 }
 
-TEST_CASE("shards split the examples between workers without overlap") {
+TEST_CASE("slice gives examples in order, and refuses a range past the end") {
   const fashion_mnist::Dataset d = synthetic(10);
-  SECTION("strided: worker i gets i, i + n, i + 2n, ...") {
-    CHECK(example_ids(fashion_mnist::shard(d, 0, 3).images) == std::vector<int>{0, 3, 6, 9});
-    CHECK(example_ids(fashion_mnist::shard(d, 1, 3).images) == std::vector<int>{1, 4, 7});
-    CHECK(example_ids(fashion_mnist::shard(d, 2, 3).images) == std::vector<int>{2, 5, 8});
-    CHECK(fashion_mnist::shard(d, 2, 3).label_ids == std::vector<int>{2, 5, 8});
-  }
-  SECTION("contiguous: blocks, the first size % n one larger") {
-    using fashion_mnist::ShardMode;
-    CHECK(example_ids(fashion_mnist::shard(d, 0, 3, ShardMode::contiguous).images) ==
-          std::vector<int>{0, 1, 2, 3});
-    CHECK(example_ids(fashion_mnist::shard(d, 1, 3, ShardMode::contiguous).images) ==
-          std::vector<int>{4, 5, 6});
-    CHECK(example_ids(fashion_mnist::shard(d, 2, 3, ShardMode::contiguous).images) ==
-          std::vector<int>{7, 8, 9});
-  }
-  CHECK_THROWS_AS(fashion_mnist::shard(d, 3, 3), psflow::InvalidArgument);
-  CHECK_THROWS_AS(fashion_mnist::shard(d, 0, 0), psflow::InvalidArgument);
-  CHECK_THROWS_AS(fashion_mnist::shard(d, 10, 11), psflow::InvalidArgument);  // empty shard
-}
-
-TEST_CASE("the batch iterator visits every example once per epoch, reproducibly per seed") {
-  const fashion_mnist::Dataset d = synthetic(10);
-  fashion_mnist::BatchIterator batches(d, 4, 7);
-  std::vector<int> seen;
-  for (int b = 0; b < 5; ++b) {  // 20 examples: exactly two epochs
-    fashion_mnist::Batch batch = batches.next();
-    REQUIRE(batch.size() == 4);
-    CHECK(batch.images.shape() == psflow::Shape{4, 784});
-    CHECK(batch.labels.shape() == psflow::Shape{4, 10});
-    for (int id : example_ids(batch.images)) seen.push_back(id);
-    const std::vector<int> ids = example_ids(batch.images);
-    for (std::size_t i = 0; i < 4; ++i) {
-      CHECK(batch.label_ids[i] == ids[i] % 10);
-      CHECK(batch.labels.data<float>()[i * 10 + static_cast<std::size_t>(ids[i] % 10)] == 1.0f);
-    }
-  }
-  CHECK(batches.epoch() == 1);
-  const std::vector<int> first(seen.begin(), seen.begin() + 10),
-      second(seen.begin() + 10, seen.end());
-  CHECK(std::set<int>(first.begin(), first.end()).size() == 10);
-  CHECK(std::set<int>(second.begin(), second.end()).size() == 10);
-  CHECK(first != second);  // reshuffled
-
-  fashion_mnist::BatchIterator again(d, 4, 7), other(d, 4, 8);
-  CHECK(example_ids(again.next().images) == std::vector<int>(seen.begin(), seen.begin() + 4));
-  std::vector<int> other_ids;
-  for (int b = 0; b < 3; ++b)
-    for (int id : example_ids(other.next().images)) other_ids.push_back(id);
-  CHECK(other_ids != std::vector<int>(seen.begin(), seen.begin() + 12));
-
   const fashion_mnist::Batch tail = fashion_mnist::slice(d, 8, 2);
   CHECK(example_ids(tail.images) == std::vector<int>{8, 9});
+  CHECK(tail.label_ids == std::vector<int>{8, 9});
+  CHECK(tail.labels.shape() == psflow::Shape{2, 10});
   CHECK_THROWS_AS(fashion_mnist::slice(d, 8, 3), psflow::InvalidArgument);
-  CHECK_THROWS_AS(fashion_mnist::BatchIterator(d, 0, 1), psflow::InvalidArgument);
 }
 
 TEST_CASE(

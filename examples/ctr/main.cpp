@@ -33,6 +33,18 @@
 //   test auc (exact): 0.XXXX
 //   test auc: 0.XXXX (best achievable 0.XXXX)
 //
+// --write_data=DIR: writes the click log to DIR as gzip-compressed TFRecord files of
+// tf.train.Example (click_files.hpp: the categorical fields as strings such as "user:12345"),
+// --train_steps * --batch_size training examples in 8 files and --test_examples held-out ones,
+// then exits. --train_data=DIR trains from such files instead of generating examples: each
+// worker reads its own files through a data::Dataset (repeated, shuffled, batched, parsed and
+// prefetched) pulled by the graph's iterator, so a step has no feed; the graph hashes the
+// strings (and the crosses, joined) with string_to_hash_bucket_fast into the tables (--table=
+// dynamic: into 2^63 - 1 buckets, which the dynamic tables take as raw ids). The chief
+// evaluates on the held-out file and states the best achievable AUC from its true
+// probabilities. The training examples' input waits are logged at the end of each worker:
+//   input: N batches, waited X s of Y s of steps (Z%)
+//
 // --data=fashion_mnist: the images as bags of hashed pixel and pixel-pair features
 // (sparse_fashion_mnist.hpp), 10 classes: the wide part sums [rows, 10] rows
 // (embedding_lookup_sparse, combiner "sum"), the deep part averages [rows, dim] rows (combiner
@@ -55,10 +67,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <psflow/psflow.hpp>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <variant>
 #include <vector>
@@ -68,6 +82,7 @@
 #include "common/explain_flag.hpp"
 #include "common/export_model.hpp"
 #include "common/flags.hpp"
+#include "ctr/click_files.hpp"
 #include "ctr/click_log.hpp"
 #include "ctr/metrics.hpp"
 #include "ctr/sparse_fashion_mnist.hpp"
@@ -113,6 +128,8 @@ struct CtrFlags {
   std::string data_dir = fashion_mnist::kDefaultDir;
   std::string checkpoint_dir;
   std::string export_dir;
+  std::string write_data;
+  std::string train_data;
   std::uint64_t seed = 1;
   std::int64_t log_every_steps = 500;
   explain_flag::ExplainFlag explain;  // --explain[=words|dot], --explain_dir
@@ -167,6 +184,12 @@ void add_flags(psflow::Flags& flags, CtrFlags& f) {
       .add("data_dir", "fashion_mnist: where its files are", &f.data_dir)
       .add("checkpoint_dir", "the chief restores from / saves to it", &f.checkpoint_dir)
       .add("export_dir", "chief: export the trained model there (a serving bundle)", &f.export_dir)
+      .add("write_data",
+           "write the click log to this new directory as gzip TFRecord files of tf.Example "
+           "(enough for --train_steps, and --test_examples held out), then exit",
+           &f.write_data)
+      .add("train_data", "train from the files --write_data wrote there (each worker its share)",
+           &f.train_data)
       .add("seed", "the click log's seed (its true model), and the deep init", &f.seed,
            std::uint64_t{0})
       .add("log_every_steps", "chief: log the loss every that many steps", &f.log_every_steps,
@@ -211,8 +234,10 @@ Tables make_tables(psflow::Graph& graph, const CtrFlags& flags, std::size_t shar
 
 struct Model {
   // clicks: ids [-1, features] and labels [-1]; fashion_mnist: a SparseTensor of ids and one-hot
-  // labels [-1, 10].
-  psflow::Output ids, labels;
+  // labels [-1, 10]. --train_data: the fields as strings [-1, F] (ids are their hashes), fed
+  // by the training iterator unless a value is fed in their place (evaluation, serving).
+  psflow::Output ids, labels, fields;
+  std::optional<psflow::data::Iterator> input;
   psflow::SparseTensor sparse_ids;
   psflow::Output logits, loss;
   // clicks: sigmoid(logits) [-1]; fashion_mnist: softmax(logits) [-1, 10]. What is served.
@@ -228,7 +253,8 @@ struct Model {
 };
 
 Model build_model(psflow::Graph& graph, const CtrFlags& flags,
-                  const cluster_task::TaskOptions& task, std::size_t features) {
+                  const cluster_task::TaskOptions& task, const ctr::ClickLogConfig& clicks,
+                  std::size_t features) {
   Model m;
   std::optional<psflow::ScopeGuard> placement;
   if (task.distributed)
@@ -255,8 +281,22 @@ Model build_model(psflow::Graph& graph, const CtrFlags& flags,
           deep_width = flags.dim;
         } else {
           const auto f = static_cast<std::int64_t>(features);
-          m.ids = ops::placeholder(graph, psflow::DType::int64, {-1, f}, "ids");
-          m.labels = ops::placeholder(graph, psflow::DType::float32, {-1}, "labels");
+          if (!flags.train_data.empty()) {
+            m.input = ctr::training_pipeline(flags.train_data, task.num_workers(), task.index(),
+                                             flags.batch_size, flags.seed)
+                          .make_one_shot_iterator(graph);
+            const std::vector<psflow::Output> next = m.input->get_next();
+            const auto fields = static_cast<std::int64_t>(clicks.vocabulary_sizes.size());
+            m.fields = ops::placeholder_with_default(next[0], {-1, fields}, "fields");
+            m.labels = ops::placeholder_with_default(next[1], {-1}, "labels");
+            const std::int64_t buckets = flags.table == "fixed"
+                                             ? static_cast<std::int64_t>(flags.table_rows)
+                                             : std::numeric_limits<std::int64_t>::max();
+            m.ids = ctr::hashed_feature_ids(m.fields, clicks, buckets);
+          } else {
+            m.ids = ops::placeholder(graph, psflow::DType::int64, {-1, f}, "ids");
+            m.labels = ops::placeholder(graph, psflow::DType::float32, {-1}, "labels");
+          }
           wide_logits = ops::reduce_sum(ops::embedding_lookup(wide, m.ids), {1});  // [-1, 1]
           deep_width = features * flags.dim;
           deep_input = ops::reshape(ops::embedding_lookup(deep, m.ids),
@@ -345,6 +385,28 @@ void evaluate_clicks(psflow::Session& sess, const Model& m, const ctr::ClickLog&
   std::fflush(stdout);
 }
 
+// --train_data: the same on the held-out file, feeding its fields' strings in place of the
+// training iterator's; the best achievable figures come from the file's true probabilities.
+void evaluate_click_files(psflow::Session& sess, const Model& m, const CtrFlags& flags) {
+  std::vector<double> predicted, truth;
+  std::vector<float> labels;
+  const auto test = ctr::test_pipeline(flags.train_data, flags.eval_batch_size).make_iterator();
+  while (auto batch = test->next()) {
+    const psflow::Tensor logits =
+        sess.run({m.logits}, {{m.fields, batch->components[0]}, {m.labels, batch->components[1]}},
+                 {m.auc_update})[0];
+    for (float z : logits.values<float>()) predicted.push_back(1.0 / (1.0 + std::exp(-z)));
+    for (float y : batch->components[1].values<float>()) labels.push_back(y);
+    for (float p : batch->components[2].values<float>()) truth.push_back(p);
+  }
+  std::printf("test log-loss: %.4f (best achievable %.4f)\n", ctr::log_loss(predicted, labels),
+              ctr::log_loss(truth, labels));
+  std::printf("test auc (exact): %.4f\n", ctr::auc(predicted, labels));
+  std::printf("test auc: %.4f (best achievable %.4f)\n", sess.run({m.auc})[0].scalar<float>(),
+              ctr::auc(truth, labels));
+  std::fflush(stdout);
+}
+
 void evaluate_images(psflow::Session& sess, const Model& m,
                      const std::vector<ctr::SparseImage>& test, const CtrFlags& flags) {
   std::size_t correct = 0;
@@ -379,6 +441,10 @@ void export_for_serving(psflow::Session& sess, const Model& m, const ctr::ClickL
         {m.sparse_ids.indices, psflow::Tensor::from_vector<std::int64_t>({0, 0}, {1, 2})},
         {m.sparse_ids.values, psflow::Tensor::from_vector<std::int64_t>({1})},
         {m.sparse_ids.dense_shape, psflow::Tensor::from_vector<std::int64_t>({1, 1})}};
+  } else if (m.fields.valid()) {  // --train_data: the model takes the fields' strings
+    signature = {.inputs = {{"fields", m.fields}}, .outputs = {{"probability", m.probability}}};
+    const auto test = ctr::test_pipeline(flags.train_data, b.size()).make_iterator();
+    check_feeds = {{m.fields, test->next()->components[0]}};
   } else {
     signature = {.inputs = {{"ids", m.ids}}, .outputs = {{"probability", m.probability}}};
     check_feeds = {click_feeds(m, b).front()};
@@ -389,9 +455,15 @@ void export_for_serving(psflow::Session& sess, const Model& m, const ctr::ClickL
               flags.export_dir.c_str(), flags.export_dir.c_str());
   if (!images) {
     std::string request, answers;
+    const psflow::Tensor* fields = m.fields.valid() ? &check_feeds.begin()->second : nullptr;
     for (std::size_t i = 0; i < b.size(); ++i) {
       std::string row;
-      for (std::size_t k = 0; k < b.num_features; ++k)
+      if (fields) {
+        const std::size_t width = fields->shape()[1];
+        for (std::size_t k = 0; k < width; ++k)
+          row += (k ? ", \"" : "\"") + fields->values<std::string>()[i * width + k] + "\"";
+      }
+      for (std::size_t k = 0; !fields && k < b.num_features; ++k)
         row += (k ? ", " : "") + std::to_string(b.ids[i * b.num_features + k]);
       request += (i ? ", [" : "[") + row + "]";
       answers += format(i ? ", %.9g" : "%.9g", static_cast<double>(p.data<float>()[i]));
@@ -414,6 +486,22 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
   click_config.fresh_id_rate = std::min(
       1.0, static_cast<double>(flags.new_ids_per_step) / static_cast<double>(flags.batch_size));
   const ctr::ClickLog clicks(click_config);
+  if (!flags.write_data.empty()) {
+    if (task.distributed)
+      throw psflow::InvalidArgument(
+          "--write_data runs alone: drop --job_name and the cluster flags");
+    const auto started = Clock::now();
+    const std::uint64_t train_examples =
+        static_cast<std::uint64_t>(flags.train_steps) * flags.batch_size;
+    ctr::write_click_files(clicks, flags.write_data, train_examples, flags.test_examples,
+                           std::max(1u, std::thread::hardware_concurrency()));
+    log(format("wrote %llu training examples in %zu files and %zu held-out ones to %s in %.1f s",
+               static_cast<unsigned long long>(train_examples), ctr::kTrainFiles,
+               flags.test_examples, flags.write_data.c_str(), seconds_since(started)));
+    return 0;
+  }
+  if (!flags.train_data.empty() && flags.data != "clicks")
+    throw psflow::InvalidArgument("--train_data holds click logs: use it with --data=clicks");
   std::vector<ctr::SparseImage> train_images, test_images;
   if (flags.data == "fashion_mnist") {
     ctr::SparseImageConfig config;
@@ -426,7 +514,7 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
   }
 
   psflow::Graph graph;
-  Model m = build_model(graph, flags, task, clicks.num_features());
+  Model m = build_model(graph, flags, task, click_config, clicks.num_features());
   const std::string tables =
       flags.table == "fixed"
           ? format("tables of %zu rows", flags.table_rows)
@@ -457,8 +545,9 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
     auto progress = cluster_task::make_progress(task, flags.train_steps);  // --progress
     // Worker `index` of n takes every n-th batch of the log (or of the images, cycling).
     for (std::uint64_t j = 0; !sess->should_stop(); ++j) {
-      psflow::FeedMap feeds;
-      if (flags.data == "clicks") {
+      psflow::FeedMap feeds;  // none with --train_data: the iterator gives the batch
+      if (m.input) {
+      } else if (flags.data == "clicks") {
         feeds = click_feeds(m, clicks.batch(index + j * flags.batch_size * n, flags.batch_size, n));
       } else {
         const std::size_t batches =
@@ -481,8 +570,16 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
       }
     }
     if (progress) progress->finish();
+    const double training_s = seconds_since(started);
     log(format("worker %zu done at global step %lld after %.1f s", index,
-               static_cast<long long>(step), seconds_since(started)));
+               static_cast<long long>(step), training_s));
+    if (m.input) {  // how much of this worker's training went to waiting for its input
+      const psflow::data::IteratorStats waits = m.input->stats();
+      const double waited_s = static_cast<double>(waits.wait_ns) * 1e-9;
+      log(format("input: %llu batches, waited %.2f s of %.1f s of steps (%.1f%%)",
+                 static_cast<unsigned long long>(waits.elements), waited_s, training_s,
+                 100.0 * waited_s / training_s));
+    }
     if (chief) {
       if (!flags.export_dir.empty()) export_for_serving(sess->raw_session(), m, clicks, flags);
       for (const auto& table : m.dynamic_tables) {
@@ -491,7 +588,9 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
         log(format("dynamic table %s: %lld live rows", table.name().c_str(),
                    static_cast<long long>(rows)));
       }
-      if (flags.data == "clicks")
+      if (m.input)
+        evaluate_click_files(sess->raw_session(), m, flags);
+      else if (flags.data == "clicks")
         evaluate_clicks(sess->raw_session(), m, clicks, flags);
       else
         evaluate_images(sess->raw_session(), m, test_images, flags);

@@ -1,11 +1,10 @@
 // Fashion-MNIST for the trainer example: reads the gzip'd IDX files of Debian's package
-// dataset-fashion-mnist (/usr/share/datasets/fashion-mnist), shards them between workers and
-// cuts shuffled mini-batches.
+// dataset-fashion-mnist (/usr/share/datasets/fashion-mnist) into tensors, which the trainer
+// shards, shuffles and batches with a data::Dataset.
 //
 //   auto train = fashion_mnist::load(dir, fashion_mnist::Split::train);   // 60000 examples
-//   auto mine = fashion_mnist::shard(train, task_index, num_workers);     // every n-th one
-//   fashion_mnist::BatchIterator batches(mine, 100, /*seed=*/42);
-//   fashion_mnist::Batch b = batches.next();    // b.images float32 [100,784], b.labels [100,10]
+//   // train.images float32 [60000,784], train.labels one-hot float32 [60000,10]
+//   fashion_mnist::Batch b = fashion_mnist::slice(test, 0, 1000);          // in order
 //
 // The IDX format (big-endian): images "00 00 08 03, N, rows, cols" then N*rows*cols bytes;
 // labels "00 00 08 01, N" then N bytes. Everything the file claims is checked against what it
@@ -15,7 +14,7 @@
 // names the file and what is wrong with it.
 //
 // Header-only; depends on psflow's core (Tensor, errors) and zlib. A const Dataset may be read
-// from several threads; a BatchIterator belongs to one.
+// from several threads.
 #pragma once
 
 #include <zlib.h>
@@ -28,7 +27,6 @@
 #include <filesystem>
 #include <memory>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -84,35 +82,8 @@ inline Dataset load_files(const std::string& images_path, const std::string& lab
 // "<dir>/train-images-idx3-ubyte.gz" + "<dir>/train-labels-idx1-ubyte.gz", or t10k-* for test.
 inline Dataset load(const std::string& dir, Split split);
 
-// Worker `index` of `count`: every count-th example starting at `index` (strided, the
-// default), or the index-th contiguous block (the first size % count blocks one larger).
-enum class ShardMode { strided, contiguous };
-inline Dataset shard(const Dataset& data, std::size_t index, std::size_t count,
-                     ShardMode mode = ShardMode::strided);
-
 // Examples [begin, begin + count) as a batch, in order (e.g. for evaluation).
 inline Batch slice(const Dataset& data, std::size_t begin, std::size_t count);
-
-// Endless shuffled mini-batches: each epoch visits every example once in a fresh random
-// order (std::mt19937_64 seeded with `seed`, so a seed gives the same batches every run); a
-// batch that crosses an epoch's end is completed from the next epoch, so every batch is full.
-// Holds a reference to `data`, which must outlive it. Not thread-safe.
-class BatchIterator {
- public:
-  BatchIterator(const Dataset& data, std::size_t batch_size, std::uint64_t seed);
-  Batch next();
-  std::size_t epoch() const noexcept { return epoch_; }  // completed epochs
-  std::size_t batch_size() const noexcept { return batch_size_; }
-
- private:
-  void reshuffle() { std::shuffle(order_.begin(), order_.end(), rng_); }
-  const Dataset& data_;
-  std::size_t batch_size_;
-  std::mt19937_64 rng_;
-  std::vector<std::size_t> order_;
-  std::size_t position_ = 0;
-  std::size_t epoch_ = 0;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Implementation.
@@ -278,30 +249,6 @@ inline Dataset load(const std::string& dir, Split split) {
   return load_files(prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz");
 }
 
-inline Dataset shard(const Dataset& data, std::size_t index, std::size_t count, ShardMode mode) {
-  if (count == 0 || index >= count)
-    throw psflow::InvalidArgument("fashion_mnist::shard: shard " + std::to_string(index) + " of " +
-                                  std::to_string(count) + " does not exist (need index < count)");
-  std::vector<std::size_t> rows;
-  const std::size_t n = data.size();
-  if (mode == ShardMode::strided) {
-    for (std::size_t r = index; r < n; r += count) rows.push_back(r);
-  } else {
-    const std::size_t base = n / count, extra = n % count;
-    const std::size_t begin = index * base + std::min(index, extra);
-    const std::size_t size = base + (index < extra ? 1 : 0);
-    rows.resize(size);
-    std::iota(rows.begin(), rows.end(), begin);
-  }
-  if (rows.empty())
-    throw psflow::InvalidArgument("fashion_mnist::shard: shard " + std::to_string(index) + " of " +
-                                  std::to_string(count) + " of " + std::to_string(n) +
-                                  " examples is empty");
-  Dataset out;
-  detail::copy_rows(data, rows, out.images, out.labels, out.label_ids);
-  return out;
-}
-
 inline Batch slice(const Dataset& data, std::size_t begin, std::size_t count) {
   if (begin > data.size() || count > data.size() - begin)
     throw psflow::InvalidArgument("fashion_mnist::slice: examples [" + std::to_string(begin) +
@@ -311,35 +258,6 @@ inline Batch slice(const Dataset& data, std::size_t begin, std::size_t count) {
   std::iota(rows.begin(), rows.end(), begin);
   Batch out;
   detail::copy_rows(data, rows, out.images, out.labels, out.label_ids);
-  return out;
-}
-
-inline BatchIterator::BatchIterator(const Dataset& data, std::size_t batch_size, std::uint64_t seed)
-    : data_(data), batch_size_(batch_size), rng_(seed), order_(data.size()) {
-  if (batch_size == 0)
-    throw psflow::InvalidArgument("fashion_mnist::BatchIterator: batch_size must be positive");
-  if (data.size() == 0)
-    throw psflow::InvalidArgument("fashion_mnist::BatchIterator: the dataset is empty");
-  std::iota(order_.begin(), order_.end(), std::size_t{0});
-  reshuffle();
-}
-
-inline Batch BatchIterator::next() {
-  std::vector<std::size_t> rows;
-  rows.reserve(batch_size_);
-  while (rows.size() < batch_size_) {
-    if (position_ == order_.size()) {
-      position_ = 0;
-      ++epoch_;
-      reshuffle();
-    }
-    const std::size_t take = std::min(batch_size_ - rows.size(), order_.size() - position_);
-    rows.insert(rows.end(), order_.begin() + static_cast<std::ptrdiff_t>(position_),
-                order_.begin() + static_cast<std::ptrdiff_t>(position_ + take));
-    position_ += take;
-  }
-  Batch out;
-  detail::copy_rows(data_, rows, out.images, out.labels, out.label_ids);
   return out;
 }
 

@@ -12,8 +12,12 @@
 // under replica_device_setter, so the variables (and the optimizer's slots and updates, which
 // are colocated with them) live on the ps tasks and the forward/backward pass runs on the
 // worker, and trains with a MonitoredTrainingSession until StopAtStepHook sees the shared
-// global step reach --train_steps. Every worker feeds its own shard of the training set
-// (worker i of n gets examples i, i+n, i+2n, ...). Updates are asynchronous, or with
+// global step reach --train_steps. Every worker reads its own shard of the training set
+// (worker i of n gets examples i, i+n, i+2n, ...) through a data::Dataset, TF1's tf.data:
+// from_tensor_slices(images, labels).shard(n, i).shuffle(shard size).repeat().batch()
+// .prefetch(), whose one-shot iterator gives the graph its batch, so a step has no feed (the
+// images and labels are placeholder_with_default over the iterator's batch, so evaluation and
+// serving feed their own). Updates are asynchronous, or with
 // --sync_replicas synchronous through a SyncReplicasOptimizer: every global step averages the
 // gradients of --replicas_to_aggregate workers (the others are backups). Worker 0 is the chief: it
 // initializes (or restores from
@@ -216,8 +220,10 @@ TrainerFlags parse_flags(int argc, char** argv) {
 // ---- the model -------------------------------------------------------------------------------
 
 struct Model {
-  psflow::Output images;     // placeholder float32 [-1,784]
-  psflow::Output labels;     // placeholder float32 [-1,10]
+  // float32 [-1,784] and [-1,10]: the training iterator's batch unless fed in its place.
+  psflow::Output images;
+  psflow::Output labels;
+  std::optional<psflow::data::Iterator> input;
   psflow::Output keep_prob;  // cnn: dropout's keep probability, 1 unless fed; empty for mlp
   psflow::Output logits;
   psflow::Output probabilities;  // softmax(logits): what is served
@@ -230,11 +236,14 @@ struct Model {
   std::unique_ptr<psflow::train::SyncReplicasOptimizer> sync;  // --sync_replicas
   std::int64_t decay_step = -1;                                // -1: one learning rate throughout
 
-  // What a run feeds: the batch, and dropout's keep probability (1 when evaluating).
-  psflow::FeedMap feeds(const fashion_mnist::Batch& batch, double keep) const {
-    psflow::FeedMap f{{images, batch.images}, {labels, batch.labels}};
-    if (keep_prob.valid()) f.emplace_back(keep_prob, psflow::Tensor(static_cast<float>(keep)));
-    return f;
+  // What an evaluation run feeds: the batch, in place of the iterator's.
+  psflow::FeedMap feeds(const fashion_mnist::Batch& batch) const {
+    return {{images, batch.images}, {labels, batch.labels}};
+  }
+  // What a training step feeds: dropout's keep probability (1 unless fed), nothing else.
+  psflow::FeedMap training_feeds(double keep) const {
+    if (!keep_prob.valid()) return {};
+    return {{keep_prob, psflow::Tensor(static_cast<float>(keep))}};
   }
 };
 
@@ -280,7 +289,8 @@ psflow::Output cnn_logits(psflow::Graph& graph, psflow::Output images, psflow::O
   return dense(graph, "softmax_linear", hidden, kCnnDense, 10, 4, false);
 }
 
-Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
+Model build_model(psflow::Graph& graph, const TrainerFlags& flags,
+                  const psflow::data::Dataset& training_input) {
   Model m;
   {
     std::optional<psflow::ScopeGuard> placement;
@@ -291,8 +301,10 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags) {
            .ps_strategy = psflow::train::greedy_load_balancing_strategy(flags.cluster.num_ps())})));
     }
     m.global_step = psflow::train::get_or_create_global_step(graph);
-    m.images = psflow::ops::placeholder(graph, psflow::DType::float32, {-1, 784}, "images");
-    m.labels = psflow::ops::placeholder(graph, psflow::DType::float32, {-1, 10}, "labels");
+    m.input = training_input.make_one_shot_iterator(graph);  // on this worker
+    const std::vector<psflow::Output> batch = m.input->get_next();
+    m.images = psflow::ops::placeholder_with_default(batch[0], {-1, 784}, "images");
+    m.labels = psflow::ops::placeholder_with_default(batch[1], {-1, 10}, "labels");
     if (flags.model == "cnn") {
       m.keep_prob = psflow::ops::placeholder_with_default(
           psflow::ops::constant(graph, psflow::Tensor(1.0f)), {}, "keep_prob");
@@ -381,7 +393,7 @@ double evaluate(psflow::Session& sess, const Model& m, const fashion_mnist::Data
     const std::size_t count = std::min(batch_size, test.size() - begin);
     fashion_mnist::Batch batch = fashion_mnist::slice(test, begin, count);
     correct +=
-        static_cast<double>(count) * sess.run({m.accuracy}, m.feeds(batch, 1.0))[0].scalar<float>();
+        static_cast<double>(count) * sess.run({m.accuracy}, m.feeds(batch))[0].scalar<float>();
   }
   return correct / static_cast<double>(test.size());
 }
@@ -415,18 +427,27 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
 
   // Data first: a missing or corrupt file fails before we join the cluster.
   const auto load_started = Clock::now();
-  std::optional<fashion_mnist::Dataset> train =
+  const fashion_mnist::Dataset train =
       fashion_mnist::load(flags.data_dir, fashion_mnist::Split::train);
-  if (num_workers > 1) train = fashion_mnist::shard(*train, index, num_workers);
   std::optional<fashion_mnist::Dataset> test;
   if (chief) test = fashion_mnist::load(flags.data_dir, fashion_mnist::Split::test);
+  // This worker's input: its shard, reshuffled every epoch, in batches that may span two epochs
+  // (every batch full), made ahead of the steps on a background thread.
+  const std::size_t shard_size = (train.size() - index + num_workers - 1) / num_workers;
+  const psflow::data::Dataset training_input =
+      psflow::data::Dataset::from_tensor_slices({train.images, train.labels})
+          .shard(num_workers, index)
+          .shuffle(shard_size, flags.seed + index)
+          .repeat()
+          .batch(flags.batch_size)
+          .prefetch(2);
   log(format(
       "worker %zu of %zu: %zu training examples (examples %zu, %zu, %zu, ...)%s, loaded in %.2f s",
-      index, num_workers, train->size(), index, index + num_workers, index + 2 * num_workers,
+      index, num_workers, shard_size, index, index + num_workers, index + 2 * num_workers,
       chief ? ", 10000 test examples" : "", seconds_since(load_started)));
 
   psflow::Graph graph;
-  Model m = build_model(graph, flags);
+  Model m = build_model(graph, flags, training_input);
   // TensorBoard: the chief's MonitoredTrainingSession writes these scalars every
   // --save_summaries_steps global steps into --summary_dir, with global_step/sec and the graph.
   if (!flags.summary_dir.empty()) {
@@ -469,7 +490,6 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
     options.startup_timeout_secs = flags.cluster.task.startup_timeout_s;
     auto mon_sess = std::make_unique<psflow::train::MonitoredTrainingSession>(graph, options);
 
-    fashion_mnist::BatchIterator batches(*train, flags.batch_size, flags.seed + index);
     const auto started = Clock::now();
     auto window_started = started;
     // The global step so far (more than 0 after a restore, or when joining late).
@@ -486,14 +506,13 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
     step_trace::StepTracer tracer = flags.tracer;
     tracer.set_directory(flags.summary_dir);
     while (!mon_sess->should_stop()) {
-      fashion_mnist::Batch batch = batches.next();
       if (chief && local_steps == 0)  // --explain: the training step, across the processes
         flags.explain.run(mon_sess->raw_session(), "trainer",
                           {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
-                          m.feeds(batch, flags.keep_prob), {m.train_op}, std::cerr);
-      auto values = mon_sess->run(tracer.options(chief, step),
-                                  {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
-                                  m.feeds(batch, flags.keep_prob), {m.train_op}, tracer.metadata());
+                          m.training_feeds(flags.keep_prob), {m.train_op}, std::cerr);
+      auto values = mon_sess->run(
+          tracer.options(chief, step), {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
+          m.training_feeds(flags.keep_prob), {m.train_op}, tracer.metadata());
       loss = values[0].scalar<float>();
       accuracy = values[1].scalar<float>();
       learning_rate = values[2].scalar<float>();
@@ -506,7 +525,8 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
                    "global steps/s (epoch %zu of this worker's shard)",
                    static_cast<long long>(step), loss, accuracy, learning_rate,
                    static_cast<double>(step - window_step) / seconds_since(window_started),
-                   batches.epoch()),
+                   static_cast<std::size_t>(m.input->stats().elements * flags.batch_size /
+                                            shard_size)),
             progress.get());
         window_started = Clock::now();
         window_step = step;
@@ -521,6 +541,11 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         index, static_cast<long long>(step), elapsed,
         static_cast<double>(step - first_step) / elapsed, static_cast<long long>(local_steps),
         static_cast<double>(local_steps) / elapsed, loss));
+    const psflow::data::IteratorStats waits = m.input->stats();
+    log(format("input: %llu batches, waited %.2f s of %.1f s of steps (%.1f%%)",
+               static_cast<unsigned long long>(waits.elements),
+               static_cast<double>(waits.wait_ns) * 1e-9, elapsed,
+               100.0 * static_cast<double>(waits.wait_ns) * 1e-9 / elapsed));
 
     if (chief) {
       if (!flags.export_dir.empty())

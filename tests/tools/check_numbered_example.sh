@@ -82,6 +82,12 @@ case "$check" in
     expect_number all "first loss " ">" 1
     expect_number all "last loss " "<" 0.01
     ;;
+  06_csv_pipeline)
+    "$bin" --csv=example_06_points.csv > "$log" 2>&1 || fail "exited $?"
+    expect "the input ran out after 350 steps"  # 50 passes of 7 batches (200 points by 32)
+    expect_number all "last loss " "<" 0.01
+    expect "w = 3.0"
+    ;;
   *) echo "check_numbered_example: unknown check '$check'"; exit 2 ;;
 esac
 echo "passed: $check ($(basename "$bin"))"

@@ -152,9 +152,15 @@ def main():
             t.join()
         check(results == [True] * 8, "8 concurrent clients all get the right predictions")
 
+        # A leaf of the other kind: a string where the model takes numbers, a number where
+        # it takes strings.
+        first_leaf = instances[0]
+        while isinstance(first_leaf, list):
+            first_leaf = first_leaf[0]
+        wrong_leaf = 7 if isinstance(first_leaf, str) else "a"
         bad = [
             ("malformed JSON", predict, '{"instances": [', 400),
-            ("wrong types", predict, json.dumps({"instances": [["a"] * len(instances[0])]}), 400),
+            ("wrong types", predict, json.dumps({"instances": [[wrong_leaf] * len(instances[0])]}), 400),
             ("wrong shapes", predict, json.dumps({"instances": [instances[0] + instances[0]]}), 400),
             ("an unknown model", f"http://127.0.0.1:{port}/v1/models/nope:predict",
              json.dumps(request), 404),
