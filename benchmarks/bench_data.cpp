@@ -5,11 +5,12 @@
 //   data/parse/hand_loop             the baseline: the whole file read into memory, each record's
 //                                    length and masked CRC-32C checked, each Example decoded by a
 //                                    protobuf walk written for this schema, batches of 256 made
-//   data/parse/pipeline/threads:N    TFRecordDataset(file).batch(256).map(parse, N).prefetch(2):
+//   data/parse/pipeline/threads:N    TFRecordDataset(file).batch(256)
+//                                      .map(ctr::parse_click_examples, N).prefetch(2):
 //                                    the records, batched, parsed by data::parse_example on N
 //                                    threads, in order
 //
-// The file: 200000 examples of the CTR example's shape (examples/ctr/click_files.hpp): 8 string
+// The file: 200000 examples written by the CTR example (examples/ctr/click_files.hpp): 8 string
 // features such as "user:12345" and 2 floats (label, true_probability); about 48 MB.
 // Both produce, per batch, the 8 fields as a string tensor [256, 8] and the two floats [256].
 // Counters: items_per_second (examples/s) and bytes_per_second (file bytes/s).
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "ctr/click_files.hpp"
 
 using namespace psflow;
 namespace data = psflow::data;
@@ -34,10 +36,10 @@ namespace {
 
 constexpr std::size_t kExamples = 200000;
 constexpr std::size_t kBatch = 256;
-const std::vector<std::string> kFields = {"user",   "ad",     "site",     "campaign",
-                                          "device", "region", "position", "slot"};
+const std::vector<std::string>& kFields = ctr::kFieldNames;
 const std::vector<std::uint32_t> kVocabulary = {20000, 10000, 5000, 2000, 1000, 200, 50, 10};
 
+// The ctr example's files: one uncompressed TFRecord file of its tf.train.Examples.
 struct DataEnv {
   bench::TempDir dir{"bench-data"};
   std::string path = dir / "clicks.tfrecord";
@@ -47,13 +49,12 @@ struct DataEnv {
     std::mt19937_64 random(1);
     data::TFRecordWriter out(path);
     for (std::size_t i = 0; i < kExamples; ++i) {
-      data::Example e;
-      for (std::size_t f = 0; f < kFields.size(); ++f)
-        e.set(kFields[f], std::vector<std::string>{kFields[f] + ":" +
-                                                   std::to_string(random() % kVocabulary[f])});
-      e.set("label", std::vector<float>{static_cast<float>(random() % 2)});
-      e.set("true_probability", std::vector<float>{0.25f});
-      out.write(e.serialize());
+      ctr::ClickExample e;
+      for (const std::uint32_t vocabulary : kVocabulary)
+        e.field_values.push_back(static_cast<std::uint32_t>(random() % vocabulary));
+      e.label = static_cast<float>(random() % 2);
+      e.true_probability = 0.25;
+      out.write(ctr::serialized_example(e));
     }
     out.close();
     file_bytes =
@@ -66,7 +67,7 @@ DataEnv& env() {
   return e;
 }
 
-// One batch as both sides make it.
+// One batch as the hand loop makes it, in ctr::parse_click_examples' layout.
 struct Columns {
   std::vector<std::string> fields;  // [n, 8] row-major
   std::vector<float> labels, probabilities;
@@ -196,30 +197,13 @@ void hand_loop(benchmark::State& state) {
 
 // ---- the pipeline ----------------------------------------------------------------------------
 
-std::vector<Tensor> parse(std::vector<Tensor> serialized) {
-  std::map<std::string, data::Feature> features;
-  for (const std::string& name : kFields)
-    features[name] = data::FixedLenFeature{Shape{}, DType::string, std::nullopt};
-  for (const char* name : {"label", "true_probability"})
-    features[name] = data::FixedLenFeature{Shape{}, DType::float32, std::nullopt};
-  auto parsed = data::parse_example(serialized.at(0), features);
-  Columns out;
-  const std::size_t n = serialized[0].size();
-  out.fields.resize(n * kFields.size());
-  for (std::size_t f = 0; f < kFields.size(); ++f) {
-    const auto column = std::get<Tensor>(parsed[kFields[f]]).values<std::string>();
-    for (std::size_t i = 0; i < n; ++i) out.fields[i * kFields.size() + f] = column[i];
-  }
-  return {Tensor::from_vector(std::move(out.fields), {n, kFields.size()}),
-          std::get<Tensor>(parsed["label"]), std::get<Tensor>(parsed["true_probability"])};
-}
-
 void pipeline(benchmark::State& state) {
   DataEnv& e = env();
-  const data::Dataset batches = data::TFRecordDataset({e.path})
-                                    .batch(kBatch)
-                                    .map(parse, static_cast<int>(state.range(0)))
-                                    .prefetch(2);
+  const data::Dataset batches =
+      data::TFRecordDataset({e.path})
+          .batch(kBatch)
+          .map(ctr::parse_click_examples, static_cast<int>(state.range(0)))
+          .prefetch(2);
   for (auto _ : state) {
     std::size_t examples = 0;
     const auto it = batches.make_iterator();

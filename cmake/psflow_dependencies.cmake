@@ -21,3 +21,7 @@ find_package(ZLIB REQUIRED)
 # libcrypto and libssl (libssl-dev): HMAC-SHA256 and random nonces of the cluster handshake
 # (distributed/cluster_auth.hpp), and the optional mutual TLS between tasks (distributed/tls.hpp).
 find_package(OpenSSL REQUIRED COMPONENTS Crypto SSL)
+# RE2 (libre2-dev, found through its pkg-config file; Debian ships no CMake package for it):
+# regex_full_match's engine, as in TF.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET GLOBAL re2)

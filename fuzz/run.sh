@@ -34,7 +34,7 @@ command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (scripts/setup.sh i
 cxxflags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DPSFLOW_FUZZ=1
   -Iinclude -Ifuzz)
-libs=(-lboost_serialization -lz -pthread)
+libs=(-lboost_serialization -lz -lre2 -pthread)  # RE2: regex_full_match (graph/string_ops.hpp)
 lock=()
 [ -n "${PSFLOW_FUZZ_BUILD_LOCK:-}" ] && lock=(flock "$PSFLOW_FUZZ_BUILD_LOCK" nice -n 5)
 # A single allocation above malloc_limit_mb is a size some check let through: the targets'

@@ -21,6 +21,7 @@ packages=(
   openssl                                          # test_tls makes its certificates with it
   clang-14 libclang-rt-14-dev                      # fuzz/run.sh: libFuzzer with ASan+UBSan
   curl                                             # tests/tools/check_serving.py: examples/serve
+  libre2-dev                                       # regex_full_match: RE2, the engine TF uses
 )
 
 missing=()

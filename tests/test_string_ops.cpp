@@ -217,6 +217,30 @@ TEST_CASE("string_join and substr work element-wise, scalars repeated") {
                     Contains("pos 6 is out of range for the string b'Hello'"));
 }
 
+TEST_CASE("regex_full_match matches whole strings with RE2's syntax, and names a bad pattern") {
+  Graph g;
+  // TF's docs: regex_full_match(["TF lib", "lib TF"], ".*lib$") = [True, False].
+  Output docs = ops::constant(g, strings({"TF lib", "lib TF"}));
+  const Tensor m = run(g, ops::regex_full_match(docs, ".*lib$"));
+  CHECK(m.dtype() == DType::boolean);
+  CHECK(m.data<bool>()[0]);
+  CHECK_FALSE(m.data<bool>()[1]);
+  // The whole string must match, not a part; RE2's classes; the shape is kept.
+  Output ids = ops::constant(g, strings({"user:12", "user:x", "item:7", "user:123 "}, {2, 2}));
+  const Tensor users = run(g, ops::regex_full_match(ids, R"(user:\d+)"));
+  CHECK(users.shape() == psflow::Shape{2, 2});
+  CHECK(std::vector<bool>(users.data<bool>(), users.data<bool>() + 4) ==
+        std::vector<bool>{true, false, false, false});
+  const Tensor some = run(g, ops::regex_full_match(ids, "(user|item):[0-9]"));
+  CHECK(std::vector<bool>(some.data<bool>(), some.data<bool>() + 4) ==
+        std::vector<bool>{false, false, true, false});
+  CHECK_THROWS_AS(ops::regex_full_match(ids, "user:(\\d+"), InvalidArgument);
+  CHECK_THROWS_WITH(ops::regex_full_match(ids, "user:(\\d+"),
+                    Contains("'user:(\\d+'") && Contains("RE2") && Contains("missing )"));
+  CHECK_THROWS_WITH(ops::regex_full_match(ops::constant(g, Tensor(1.0f)), "x"),
+                    Contains("needs a string input"));
+}
+
 TEST_CASE("the layout ops move strings: identity, reshape, concat, slice, gather, stack") {
   Graph g;
   Output x = ops::placeholder(g, DType::string, {2, 3}, "x");

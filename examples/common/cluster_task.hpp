@@ -54,6 +54,15 @@ inline double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// How much of a worker's `training_s` went to waiting for its input iterator's batches.
+inline void log_input_wait(const psflow::data::Iterator& input, double training_s) {
+  const psflow::data::IteratorStats waits = input.stats();
+  const double waited_s = static_cast<double>(waits.wait_ns) * 1e-9;
+  log(format("input: %llu batches, waited %.2f s of %.1f s of steps (%.1f%%)",
+             static_cast<unsigned long long>(waits.elements), waited_s, training_s,
+             100.0 * waited_s / training_s));
+}
+
 // The flags every example task takes (parse_task_options registers them).
 struct TaskOptions {
   bool distributed = false;  // --job_name or TF_CONFIG given: one task of a cluster

@@ -545,8 +545,9 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
     auto progress = cluster_task::make_progress(task, flags.train_steps);  // --progress
     // Worker `index` of n takes every n-th batch of the log (or of the images, cycling).
     for (std::uint64_t j = 0; !sess->should_stop(); ++j) {
-      psflow::FeedMap feeds;  // none with --train_data: the iterator gives the batch
+      psflow::FeedMap feeds;  // none with --train_data (m.input): the iterator gives the batch
       if (m.input) {
+        // get_next() inside the step reads the batch
       } else if (flags.data == "clicks") {
         feeds = click_feeds(m, clicks.batch(index + j * flags.batch_size * n, flags.batch_size, n));
       } else {
@@ -573,13 +574,7 @@ int run_worker(const CtrFlags& flags, const cluster_task::TaskOptions& task,
     const double training_s = seconds_since(started);
     log(format("worker %zu done at global step %lld after %.1f s", index,
                static_cast<long long>(step), training_s));
-    if (m.input) {  // how much of this worker's training went to waiting for its input
-      const psflow::data::IteratorStats waits = m.input->stats();
-      const double waited_s = static_cast<double>(waits.wait_ns) * 1e-9;
-      log(format("input: %llu batches, waited %.2f s of %.1f s of steps (%.1f%%)",
-                 static_cast<unsigned long long>(waits.elements), waited_s, training_s,
-                 100.0 * waited_s / training_s));
-    }
+    if (m.input) cluster_task::log_input_wait(*m.input, training_s);
     if (chief) {
       if (!flags.export_dir.empty()) export_for_serving(sess->raw_session(), m, clicks, flags);
       for (const auto& table : m.dynamic_tables) {

@@ -541,11 +541,7 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
         index, static_cast<long long>(step), elapsed,
         static_cast<double>(step - first_step) / elapsed, static_cast<long long>(local_steps),
         static_cast<double>(local_steps) / elapsed, loss));
-    const psflow::data::IteratorStats waits = m.input->stats();
-    log(format("input: %llu batches, waited %.2f s of %.1f s of steps (%.1f%%)",
-               static_cast<unsigned long long>(waits.elements),
-               static_cast<double>(waits.wait_ns) * 1e-9, elapsed,
-               100.0 * static_cast<double>(waits.wait_ns) * 1e-9 / elapsed));
+    cluster_task::log_input_wait(*m.input, elapsed);
 
     if (chief) {
       if (!flags.export_dir.empty())

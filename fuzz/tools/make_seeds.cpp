@@ -4,7 +4,7 @@
 // variants. The text targets' seeds
 // are written by hand. Run after a format change (see fuzz/README.md):
 //   g++ -std=c++20 -Iinclude fuzz/tools/make_seeds.cpp -o build-fuzz/make_seeds
-//       -lboost_serialization -lz -pthread && build-fuzz/make_seeds fuzz/corpus   (one line)
+//       -lboost_serialization -lz -lre2 -pthread && build-fuzz/make_seeds fuzz/corpus   (one line)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

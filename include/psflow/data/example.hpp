@@ -282,20 +282,19 @@ PSFLOW_DECL std::map<std::string, ParsedFeature> parse_examples(
                               " values, the feature is declared " + feature_kind_name(want));
     };
     // A damaged list's DataLoss names the example and the feature.
-    auto counted = [&](const FeatureList& list, std::size_t i) {
+    auto naming_example = [&](std::size_t i, auto&& read) {
       try {
-        return count_values(list);
+        return read();
       } catch (const DataLoss& e) {
         throw DataLoss(where(i) + e.message());
       }
     };
+    auto counted = [&](const FeatureList& list, std::size_t i) {
+      return naming_example(i, [&] { return count_values(list); });
+    };
     auto written = [&](const FeatureList& list, Tensor& dst, std::size_t at, std::size_t room,
                        std::size_t i) {
-      try {
-        return write_values(list, dst, at, room);
-      } catch (const DataLoss& e) {
-        throw DataLoss(where(i) + e.message());
-      }
+      return naming_example(i, [&] { return write_values(list, dst, at, room); });
     };
     if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
       const std::size_t kind = feature_kind_of(fixed->dtype, name);

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,10 +70,26 @@ PSFLOW_DECL Output string_join(const std::vector<Output>& inputs, std::string_vi
 // end. A pos outside the string is InvalidArgument.
 PSFLOW_DECL Output substr(Output input, Output pos, Output len, std::string_view name = "");
 
+// Whether each whole string of `input` matches `pattern` (bool, input's shape), as
+// tf.strings.regex_full_match with a constant pattern (TF's StaticRegexFullMatch): RE2's syntax,
+// the engine TF uses. A pattern RE2 does not accept is InvalidArgument with RE2's reason.
+PSFLOW_DECL Output regex_full_match(Output input, std::string_view pattern,
+                                    std::string_view name = "");
+
 }  // namespace psflow::ops
 
+namespace re2 {
+class RE2;
+}
+
+namespace psflow::detail {
+// `pattern` compiled by RE2; InvalidArgument naming it with RE2's reason when RE2 refuses it.
+std::unique_ptr<re2::RE2> compile_regex(const std::string& pattern);
+}  // namespace psflow::detail
+
 // Implementation, compiled where psflow's is (core/compilation.hpp).
-#if PSFLOW_COMPILES_IMPLEMENTATION
+#if PSFLOW_COMPILES_IMPLEMENTATION  // what the definitions below use
+#include <re2/re2.h>
 
 namespace psflow::detail {
 
@@ -88,6 +105,22 @@ PSFLOW_DECL std::vector<OutputSpec> infer_hash_bucket(const InferenceContext& ct
     ctx.fail("num_buckets must be at least 1, got " +
              std::to_string(ctx.attr<std::int64_t>("num_buckets")));
   return {OutputSpec{DType::int64, ctx.input_shapes[0]}};
+}
+
+PSFLOW_DECL std::unique_ptr<re2::RE2> compile_regex(const std::string& pattern) {
+  re2::RE2::Options options;
+  options.set_log_errors(false);
+  auto re = std::make_unique<re2::RE2>(pattern, options);
+  if (!re->ok())
+    throw InvalidArgument("regex_full_match: the pattern '" + pattern + "' is not a regular " +
+                          "expression RE2 accepts: " + re->error());
+  return re;
+}
+
+PSFLOW_DECL std::vector<OutputSpec> infer_regex_full_match(const InferenceContext& ctx) {
+  expect_string(ctx, 0);
+  compile_regex(ctx.attr<std::string>("pattern"));  // a bad pattern fails where it is written
+  return {OutputSpec{DType::boolean, ctx.input_shapes[0]}};
 }
 
 PSFLOW_DECL std::vector<OutputSpec> infer_string_to_number(const InferenceContext& ctx) {
@@ -211,6 +244,12 @@ PSFLOW_DECL Output substr(Output input, Output pos, Output len, std::string_view
   return detail::build_op("Substr", {input, pos, len}, {}, name, "Substr").output(0);
 }
 
+PSFLOW_DECL Output regex_full_match(Output input, std::string_view pattern, std::string_view name) {
+  return detail::build_op("StaticRegexFullMatch", {input}, {{"pattern", std::string(pattern)}},
+                          name, "StaticRegexFullMatch")
+      .output(0);
+}
+
 }  // namespace psflow::ops
 
 namespace psflow::detail {
@@ -224,9 +263,10 @@ PSFLOW_REGISTERED_AT_STARTUP const bool string_ops_registered = [] {
   defs.add({.type = "StringSplit", .num_inputs = 1, .infer = infer_string_split});
   defs.add({.type = "StringJoin", .num_inputs = -1, .infer = infer_string_join});
   defs.add({.type = "Substr", .num_inputs = 3, .infer = infer_substr});
+  defs.add({.type = "StaticRegexFullMatch", .num_inputs = 1, .infer = infer_regex_full_match});
   GradientRegistry::global().add_not_differentiable(
       {"StringToHashBucketFast", "StringToHashBucketStrong", "StringToNumber", "AsString",
-       "StringSplit", "StringJoin", "Substr"});
+       "StringSplit", "StringJoin", "Substr", "StaticRegexFullMatch"});
   return true;
 }();
 

@@ -2,10 +2,13 @@
 // splitting, joining and substrings, with TF1's rules.
 #pragma once
 
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -49,6 +52,22 @@ class HashBucketKernel : public OpKernel {
  private:
   std::uint64_t buckets_;
   std::array<std::uint64_t, 2> key_{};
+};
+
+// The pattern is compiled once, when the kernel is made; RE2 matching is thread-safe.
+class RegexFullMatchKernel : public OpKernel {
+ public:
+  explicit RegexFullMatchKernel(const OpKernelConstruction& c)
+      : re_(compile_regex(c.attr<std::string>("pattern"))) {}
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    const auto strings = in.values<std::string>();
+    bool* out = ctx.allocate_output(0, DType::boolean, in.shape()).data<bool>();
+    for (std::size_t i = 0; i < strings.size(); ++i) out[i] = re2::RE2::FullMatch(strings[i], *re_);
+  }
+
+ private:
+  std::unique_ptr<re2::RE2> re_;
 };
 
 class StringToNumberKernel : public OpKernel {
@@ -250,6 +269,7 @@ PSFLOW_REGISTERED_AT_STARTUP const bool string_kernels_registered = [] {
   r.add<StringSplitKernel>("StringSplit");
   r.add<StringJoinKernel>("StringJoin");
   r.add<SubstrKernel>("Substr");
+  r.add<RegexFullMatchKernel>("StaticRegexFullMatch");
   return true;
 }();
 
