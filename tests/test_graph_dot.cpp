@@ -257,6 +257,42 @@ TEST_CASE("an in-process run is one cluster with no transfers") {
   CHECK(observe::graph_dot(sess, {y}) == dot);
 }
 
+TEST_CASE("a cond's branches are boxes inside their task's, nested as the conds are") {
+  require_graphviz();
+  Graph g;
+  Output pred = ops::placeholder(g, DType::boolean, {}, "pred");
+  Output x = ops::placeholder(g, DType::float32, {2}, "x");
+  Output y = ops::cond(
+      pred,
+      [&] {
+        return ops::cond(
+            pred, [&] { return std::vector<Output>{ops::mul(x, x, "inner_product")}; },
+            [&] { return std::vector<Output>{ops::neg(x, "inner_negated")}; });
+      },
+      [&] { return std::vector<Output>{ops::add(x, x, "outer_sum")}; })[0];
+  const std::string dot = observe::graph_dot(g, observe::in_process_plan(g, {y}));
+  CHECK(count(dot, "subgraph \"cluster_context_") == 4);  // 2 branches, each with 2 inside one
+  const auto lines = lines_of(dot);
+  auto line_of = [&](const std::string& what) {
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      if (lines[i].find(what) != std::string::npos) return i;
+    return lines.size();
+  };
+  const std::size_t outer_true = line_of("cond 'cond': when 'pred:0' is true");
+  const std::size_t inner_true = line_of("cond 'cond/cond': when 'pred:0' is true");
+  const std::size_t product = line_of("inner_product");
+  REQUIRE(outer_true < lines.size());
+  CHECK(outer_true < inner_true);
+  CHECK(inner_true < product);
+  // The inner box's ops are indented inside its subgraph line, which is inside the outer box's.
+  const auto indent = [&](std::size_t i) { return lines[i].find_first_not_of(' '); };
+  CHECK(indent(inner_true - 1) > indent(outer_true - 1));
+  CHECK(indent(product) > indent(inner_true - 1));
+  TempDir dir("dot-cond");
+  const auto written = observe::write_dot_files(dot, dir.path(), "cond");
+  CHECK(written.svg_problem == "");
+}
+
 TEST_CASE("the demo worker with --explain=dot writes its picture and logs where") {
   require_graphviz();
   if (std::string(PSFLOW_DEMO_BINARY).empty())

@@ -31,8 +31,11 @@
 // the training session's answer for the first test image, to check a server against.
 //
 // Models (--model): "mlp", 784-256-128-10 with relu; "cnn", in the spirit of TF's "Deep MNIST"
-// tutorial but smaller (conv 5x5x16 - max_pool - conv 5x5x32 - max_pool - dense 128 with dropout -
-// dense 10; the tutorial's 32/64/1024 sizes cost 83 MFLOP per example, far too slow for 2 cores).
+// tutorial but smaller, written with psflow::layers (tf.layers): conv 5x5x16 - batch norm -
+// max_pool - conv 5x5x32 - batch norm - max_pool - dense 128 with dropout - dense 10 (the
+// tutorial's 32/64/1024 sizes cost 83 MFLOP per example, far too slow for 2 cores). Its
+// "training" input (false unless fed; training steps feed true) switches dropout and batch
+// normalization with ops::cond, and the train op runs batch norm's update ops.
 // Both: softmax cross-entropy, glorot_uniform weights with fixed seeds, zero biases, accuracy
 // computed in the graph (argmax, equal, cast, reduce_mean). The defaults (Adam, lr 1e-3 then 1e-4
 // for the last quarter, batch 100; mlp 12000 global steps, 20 epochs between all workers, about
@@ -89,7 +92,7 @@ using cluster_task::log;
 using cluster_task::seconds_since;
 
 // The cnn's sizes and default length (see "Models" above).
-constexpr std::size_t kCnnFilters1 = 16, kCnnFilters2 = 32, kCnnDense = 128;
+constexpr std::int64_t kCnnFilters1 = 16, kCnnFilters2 = 32, kCnnDense = 128;
 constexpr std::int64_t kCnnTrainSteps = 8000;
 
 struct TrainerFlags {
@@ -224,7 +227,7 @@ struct Model {
   psflow::Output images;
   psflow::Output labels;
   std::optional<psflow::data::Iterator> input;
-  psflow::Output keep_prob;  // cnn: dropout's keep probability, 1 unless fed; empty for mlp
+  psflow::Output training;  // cnn: true in training steps (dropout, batch norm); empty for mlp
   psflow::Output logits;
   psflow::Output probabilities;  // softmax(logits): what is served
   psflow::Output loss;
@@ -240,10 +243,10 @@ struct Model {
   psflow::FeedMap feeds(const fashion_mnist::Batch& batch) const {
     return {{images, batch.images}, {labels, batch.labels}};
   }
-  // What a training step feeds: dropout's keep probability (1 unless fed), nothing else.
-  psflow::FeedMap training_feeds(double keep) const {
-    if (!keep_prob.valid()) return {};
-    return {{keep_prob, psflow::Tensor(static_cast<float>(keep))}};
+  // What a training step feeds: training = true (false unless fed), nothing else.
+  psflow::FeedMap training_feeds() const {
+    if (!training.valid()) return {};
+    return {{training, psflow::Tensor(true)}};
   }
 };
 
@@ -264,29 +267,30 @@ psflow::Output mlp_logits(psflow::Graph& graph, psflow::Output images) {
   return dense(graph, "softmax_linear", hidden2, 128, 10, 3, false);
 }
 
-// One 5x5 SAME convolution with bias and relu, then 2x2 max pooling: halves height and width.
-psflow::Output conv_pool(psflow::Graph& graph, const std::string& name, psflow::Output x,
-                         std::size_t in_channels, std::size_t out_channels, std::uint64_t seed) {
-  auto filter = psflow::get_variable(graph, name + "/weights", {5, 5, in_channels, out_channels},
-                                     psflow::glorot_uniform_initializer(seed));
-  auto biases =
-      psflow::get_variable(graph, name + "/biases", {out_channels}, psflow::zeros_initializer());
-  auto scope = graph.name_scope(name);
-  psflow::Output conv = psflow::ops::conv2d(x, filter, {1, 1, 1, 1}, "SAME");
-  psflow::Output activated = psflow::ops::relu(psflow::ops::bias_add(conv, biases));
-  return psflow::ops::max_pool(activated, {1, 2, 2, 1}, {1, 2, 2, 1}, "SAME");
+// One 5x5 SAME convolution, batch normalization, relu, then 2x2 max pooling: halves height
+// and width. The convolution needs no bias: batch normalization's beta is one.
+psflow::Output conv_block(psflow::Output x, std::int64_t filters, std::uint64_t seed,
+                          psflow::Output training) {
+  namespace layers = psflow::layers;
+  x = layers::conv2d(x, filters, {5, 5}, {1, 1}, "same", {},
+                     psflow::glorot_uniform_initializer(seed));
+  x = psflow::ops::relu(layers::batch_normalization(x, training));
+  return layers::max_pooling2d(x, {2, 2}, {2, 2}, "same");
 }
 
-// TF's "Deep MNIST" shape, smaller: conv 5x5x16 - pool - conv 5x5x32 - pool - dense 128 with
-// dropout - dense 10 (about 6 MFLOP per example forward, against Deep MNIST's 83 at 32/64/1024).
-psflow::Output cnn_logits(psflow::Graph& graph, psflow::Output images, psflow::Output keep_prob) {
+// TF's "Deep MNIST" shape, smaller, written with tf.layers: conv 5x5x16 - batch norm - pool -
+// conv 5x5x32 - batch norm - pool - dense 128 with dropout - dense 10 (about 6 MFLOP per example
+// forward, against Deep MNIST's 83 at 32/64/1024).
+psflow::Output cnn_logits(psflow::Output images, psflow::Output training, double keep_prob) {
+  namespace layers = psflow::layers;
   psflow::Output x = psflow::ops::reshape(images, {-1, 28, 28, 1});
-  x = conv_pool(graph, "conv1", x, 1, kCnnFilters1, 1);
-  x = conv_pool(graph, "conv2", x, kCnnFilters1, kCnnFilters2, 2);
-  x = psflow::ops::reshape(x, {-1, 7 * 7 * static_cast<std::int64_t>(kCnnFilters2)});
-  psflow::Output hidden = dense(graph, "dense", x, 7 * 7 * kCnnFilters2, kCnnDense, 3, true);
-  hidden = psflow::ops::dropout(hidden, keep_prob);
-  return dense(graph, "softmax_linear", hidden, kCnnDense, 10, 4, false);
+  x = conv_block(x, kCnnFilters1, 1, training);
+  x = conv_block(x, kCnnFilters2, 2, training);
+  x = layers::dense(
+      layers::flatten(x), kCnnDense, [](psflow::Output v) { return psflow::ops::relu(v); },
+      psflow::glorot_uniform_initializer(3));
+  x = layers::dropout(x, 1 - keep_prob, training);
+  return layers::dense(x, 10, {}, psflow::glorot_uniform_initializer(4));
 }
 
 Model build_model(psflow::Graph& graph, const TrainerFlags& flags,
@@ -306,9 +310,9 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags,
     m.images = psflow::ops::placeholder_with_default(batch[0], {-1, 784}, "images");
     m.labels = psflow::ops::placeholder_with_default(batch[1], {-1, 10}, "labels");
     if (flags.model == "cnn") {
-      m.keep_prob = psflow::ops::placeholder_with_default(
-          psflow::ops::constant(graph, psflow::Tensor(1.0f)), {}, "keep_prob");
-      m.logits = cnn_logits(graph, m.images, m.keep_prob);
+      m.training = psflow::ops::placeholder_with_default(
+          psflow::ops::constant(graph, psflow::Tensor(false)), {}, "training");
+      m.logits = cnn_logits(m.images, m.training, flags.keep_prob);
     } else {
       m.logits = mlp_logits(graph, m.images);
     }
@@ -340,8 +344,12 @@ Model build_model(psflow::Graph& graph, const TrainerFlags& flags,
           *m.optimizer, flags.replicas_to_aggregate, workers,
           psflow::train::SyncReplicasOptions{
               static_cast<std::int64_t>(flags.token_timeout_s * 1000)});
+      auto after_updates = graph.control_dependencies(
+          psflow::get_collection_ops(graph, psflow::kUpdateOps));  // batch norm's statistics
       m.train_op = m.sync->minimize(m.loss, m.global_step);
     } else {
+      auto after_updates =
+          graph.control_dependencies(psflow::get_collection_ops(graph, psflow::kUpdateOps));
       m.train_op = m.optimizer->minimize(m.loss, m.global_step);
     }
   }
@@ -509,10 +517,10 @@ int run_worker(const TrainerFlags& flags, psflow::Server* server) {
       if (chief && local_steps == 0)  // --explain: the training step, across the processes
         flags.explain.run(mon_sess->raw_session(), "trainer",
                           {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
-                          m.training_feeds(flags.keep_prob), {m.train_op}, std::cerr);
-      auto values = mon_sess->run(
-          tracer.options(chief, step), {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
-          m.training_feeds(flags.keep_prob), {m.train_op}, tracer.metadata());
+                          m.training_feeds(), {m.train_op}, std::cerr);
+      auto values = mon_sess->run(tracer.options(chief, step),
+                                  {m.loss, m.accuracy, m.learning_rate, m.global_step.value()},
+                                  m.training_feeds(), {m.train_op}, tracer.metadata());
       loss = values[0].scalar<float>();
       accuracy = values[1].scalar<float>();
       learning_rate = values[2].scalar<float>();

@@ -92,6 +92,9 @@ void write_frames(const fs::path& dir) {
   save(dir / "tensor",
        frame_bytes(wire::make_frame(MessageType::tensor, wire::TensorMessage{5, "edge_1_w/read"},
                                     {matrix})));
+  // A dead value (the untaken side of a cond): a tensor frame without a tensor.
+  save(dir / "tensor-dead",
+       frame_bytes(wire::make_frame(MessageType::tensor, wire::TensorMessage{5, "cond/Switch:1"})));
   save(dir / "tensors",
        frame_bytes(wire::make_frame(MessageType::reply, wire::Reply{},
                                     {flags, Tensor(std::int64_t{9}), Tensor(DType::float64, {0, 4}),

@@ -11,6 +11,9 @@
 // core + graph + runtime: kernels, executor, in-process Session
 #include "psflow/runtime.hpp"
 
+// tf.layers: dense, conv2d, batch_normalization, ... on get_variable
+#include "psflow/layers.hpp"
+
 // distributed: cluster, servers, remote sessions (the only layer that includes Boost.Asio)
 #include "psflow/distributed/cluster_spec.hpp"
 #include "psflow/distributed/flags.hpp"  // psflow::Flags: a program's command line

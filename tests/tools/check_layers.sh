@@ -1,7 +1,8 @@
 #!/bin/sh
 # Includes never point up the layer order, and each heavy dependency enters through its one place.
 #   core <- graph <- runtime <- distributed;  observe reads graph and runtime;  data (input
-#   pipelines) sits on runtime and observe;  train uses them all;
+#   pipelines) sits on runtime and observe;  layers (tf.layers) build on graph alone;  train
+#   uses them all;
 #   serving (bundles and Model) sits on train without distributed; impl/src.hpp (separate
 #   compilation) includes everything.
 # Umbrellas: psflow/graph.hpp is the graph layer, psflow/runtime.hpp the runtime layer,
@@ -18,9 +19,10 @@ allowed() {  # layer -> the layers its headers may include
     distributed) echo "core graph runtime distributed" ;;
     observe) echo "core graph runtime observe" ;;
     data) echo "core graph runtime observe data" ;;
-    train) echo "core graph runtime distributed observe data train" ;;
+    layers) echo "core graph layers" ;;
+    train) echo "core graph runtime distributed observe data layers train" ;;
     serving) echo "core graph runtime observe train serving" ;;
-    impl) echo "core graph runtime distributed observe data train serving impl" ;;  # compiles all of psflow
+    impl) echo "core graph runtime distributed observe data layers train serving impl" ;;  # compiles all of psflow
     *) echo "" ;;
   esac
 }
@@ -30,6 +32,7 @@ layer_of() {  # header path -> its layer, or "any" for the top-level psflow.hpp 
     psflow/graph.hpp) echo graph ;;
     psflow/runtime.hpp) echo runtime ;;
     psflow/train.hpp) echo train ;;
+    psflow/layers.hpp) echo layers ;;
     psflow/serving.hpp) echo serving ;;
     psflow/data.hpp) echo data ;;
     psflow/*/*) echo "$1" | cut -d/ -f2 ;;

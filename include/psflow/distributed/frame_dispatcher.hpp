@@ -103,9 +103,10 @@ inline void FrameDispatcher::handle(const std::shared_ptr<Connection>& connectio
         return on_run_graph(connection, frame);
       case MessageType::tensor: {
         auto message = wire::decode<wire::TensorMessage>(frame.metadata, "tensor");
-        if (frame.tensors.size() != 1)
-          throw DataLoss("a tensor message must carry exactly one tensor");
-        worker_.deliver(message.step_id, message.key, std::move(frame.tensors[0]));
+        if (frame.tensors.size() > 1)
+          throw DataLoss("a tensor message must carry one tensor, or none for a dead value");
+        worker_.deliver(message.step_id, message.key,
+                        frame.tensors.empty() ? Tensor() : std::move(frame.tensors[0]));
         return;
       }
       case MessageType::abort_step: {

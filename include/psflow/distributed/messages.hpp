@@ -131,7 +131,8 @@ struct RunGraphTrace {
   }
 };
 
-// One-way: the frame's single tensor, for `key` in step `step_id` on the receiving task.
+// One-way: the frame's single tensor, for `key` in step `step_id` on the receiving task; a frame
+// without a tensor carries a dead value (the untaken side of a cond).
 struct TensorMessage {
   std::uint64_t step_id = 0;
   std::string key;

@@ -541,12 +541,16 @@ inline void ServerCore::stop_watching(std::uint64_t id) {
 
 inline void ServerCore::send_tensor(const std::string& dst_device, std::uint64_t step_id,
                                     const std::string& key, Tensor value) {
+  const bool dead = value.empty();  // the untaken side of a cond (runtime/rendezvous.hpp)
   if (options_.explain)
-    log("explain: step " + std::to_string(step_id) + ": sending " + value.summary() + " (" +
+    log("explain: step " + std::to_string(step_id) + ": sending " +
+        (dead ? std::string("a dead value") : value.summary()) + " (" +
         std::to_string(value.nbytes()) + " bytes) to " + dst_device + " under key " + key);
+  std::vector<Tensor> payload;
+  if (!dead) payload.push_back(std::move(value));
   peers_.send(detail::task_of_device(dst_device),
               wire::make_frame(wire::MessageType::tensor, wire::TensorMessage{step_id, key},
-                               {std::move(value)}),
+                               std::move(payload)),
               // The receiver is unreachable; its step cannot complete, fail ours here too.
               [this, step_id](const Status& status) { worker_->abort_step(step_id, status); });
 }

@@ -41,7 +41,8 @@ static_assert(std::endian::native == std::endian::little,
               "psflow's wire format assumes a little-endian host");
 
 inline constexpr std::uint32_t kMagic = 0x57465350;  // "PSFW"
-inline constexpr std::uint16_t kVersion = 4;         // 3: heartbeat frames; 4: string tensors
+// 3: heartbeat frames; 4: string tensors; 5: dead values (a tensor frame without a tensor)
+inline constexpr std::uint16_t kVersion = 5;
 inline constexpr std::size_t kHeaderBytes = 40;
 
 enum class MessageType : std::uint16_t {

@@ -397,6 +397,7 @@ PSFLOW_DECL DynamicEmbedding get_dynamic_embedding(Graph& graph, std::string_vie
   record->dtype = dtype;
   record->options = options;
   auto no_control = graph.clear_control_dependencies();
+  auto top_level = graph.with_context(-1);
   auto root = graph.name_scope("");
   for (std::size_t p = 0; p < options.num_shards; ++p) {
     const std::string shard_name =

@@ -52,6 +52,7 @@ struct Node {
   std::string device;      // canonical requested device, "" when none was requested
   int colocate_with = -1;  // root node of this node's colocation group, -1 when none
   std::vector<OutputSpec> outputs;
+  int context = -1;  // the control-flow context it was built in (a cond's branch), -1 when none
 };
 
 }  // namespace detail
@@ -141,6 +142,29 @@ enum class VariableReuse { inherit, reuse, auto_reuse };
 struct VariableScope {
   std::string name;
   VariableReuse reuse = VariableReuse::inherit;
+};
+
+struct NodeSpec;
+
+// A control-flow construct being built, as TF1's ControlFlowContext: a cond's branch (graph/
+// cond.hpp). Ops created while it is the graph's current context belong to it, and it rewrites
+// each one's inputs first, so that values from outside reach them through its gates.
+class ControlFlowContext {
+ public:
+  virtual ~ControlFlowContext() = default;
+  // Called by Graph::create_op for an op about to be created in this context, with the
+  // enclosing context current: replaces inputs from outside the context as the construct
+  // needs (a cond's Switch), and may add control inputs.
+  virtual void enter_op(Graph& graph, NodeSpec& spec) = 0;
+  // What it is, for pictures: "cond 'cond': when 'pred:0' is true".
+  virtual std::string label() const = 0;
+  int id() const noexcept { return id_; }
+  int outer() const noexcept { return outer_; }
+
+ private:
+  friend class Graph;
+  int id_ = -1;
+  int outer_ = -1;  // the enclosing context, -1 at the top level
 };
 
 // What create_op needs to add a node; the op builders in psflow::ops fill it.
@@ -239,6 +263,22 @@ class Graph {
     return *static_cast<T*>(runtime_state_.get());
   }
 
+  // Control-flow contexts (graph/cond.hpp builds them). enter_context makes `context` the
+  // current one, inside the current one, until the guard goes; with_context(id) makes an
+  // existing context (or the top level, -1) current again for a while.
+  [[nodiscard]] ScopeGuard enter_context(std::shared_ptr<ControlFlowContext> context);
+  [[nodiscard]] ScopeGuard with_context(int id);
+  int current_context() const noexcept { return current_context_; }
+  ControlFlowContext* context(int id) const {
+    return id < 0 ? nullptr : contexts_.at(static_cast<std::size_t>(id)).get();
+  }
+  // True when context `inner` is `outer` or nested in it (every context is within -1).
+  bool context_within(int inner, int outer) const {
+    for (; inner >= 0; inner = contexts_[static_cast<std::size_t>(inner)]->outer_)
+      if (inner == outer) return true;
+    return outer < 0;
+  }
+
   // Makes `name` unique in this graph, like TF's Graph.unique_name (prefixing the name scope).
   std::string unique_name(std::string_view name, bool with_scope = true);
   std::string current_name_scope() const { return name_scope_.empty() ? "" : name_scope_.back(); }
@@ -271,6 +311,8 @@ class Graph {
   std::vector<int> colocation_scopes_;
   std::vector<std::vector<Operation>> control_scopes_;
   std::unordered_map<std::string, std::vector<std::shared_ptr<const void>>> collections_;
+  std::vector<std::shared_ptr<ControlFlowContext>> contexts_;
+  int current_context_ = -1;
   std::mutex runtime_state_mutex_;
   std::shared_ptr<void> runtime_state_;
 };
@@ -460,8 +502,30 @@ PSFLOW_DECL std::string Graph::device_for(const Operation& op) {
   return device;
 }
 
+PSFLOW_DECL ScopeGuard Graph::enter_context(std::shared_ptr<ControlFlowContext> context) {
+  if (!context) throw InvalidArgument("Graph::enter_context: no context given");
+  if (context->id_ >= 0)
+    throw InvalidArgument("Graph::enter_context: the context was entered once already");
+  context->id_ = static_cast<int>(contexts_.size());
+  context->outer_ = current_context_;
+  contexts_.push_back(std::move(context));
+  return with_context(contexts_.back()->id_);
+}
+
+PSFLOW_DECL ScopeGuard Graph::with_context(int id) {
+  if (id < -1 || id >= static_cast<int>(contexts_.size()))
+    throw InvalidArgument("Graph::with_context: no context " + std::to_string(id));
+  const int saved = std::exchange(current_context_, id);
+  return ScopeGuard([this, saved] { current_context_ = saved; });
+}
+
 PSFLOW_DECL Operation Graph::create_op(NodeSpec spec) {
   const OpDef& def = checked_def(spec.type);
+  const int context = current_context_;
+  if (context >= 0) {  // the context rewrites the op's inputs, building in its outer context
+    auto outer = with_context(contexts_[static_cast<std::size_t>(context)]->outer_);
+    contexts_[static_cast<std::size_t>(context)]->enter_op(*this, spec);
+  }
   const std::string display = spec.name.empty() ? spec.default_name : spec.name;
   if (def.num_inputs >= 0 && static_cast<int>(spec.inputs.size()) != def.num_inputs)
     throw InvalidArgument(spec.type + " '" + display + "' takes " + std::to_string(def.num_inputs) +
@@ -513,6 +577,7 @@ PSFLOW_DECL Operation Graph::create_op(NodeSpec spec) {
         node.control_inputs.push_back(c.id());
   node.attrs = std::move(spec.attrs);
   node.outputs = std::move(outputs);
+  node.context = context;
 
   const int id = static_cast<int>(nodes_.size());
   nodes_.push_back(std::move(node));

@@ -338,6 +338,7 @@ PSFLOW_DECL Variable create_variable(Graph& graph, std::string_view name, const 
   check_new_variable_name(graph, name);
   trainable = trainable && !local;
   auto no_control = graph.clear_control_dependencies();  // variables never wait on other ops
+  auto top_level = graph.with_context(-1);               // nor sit inside a cond's branch
   auto root = graph.name_scope("");
   auto record = std::make_shared<VariableRecord>();
   record->shape = shape;

@@ -3,7 +3,8 @@
 // send/recv), solid edges for data inside a task, dotted ones for control dependencies, and for
 // every tensor that crosses processes each step exactly one dashed edge, from its _Send to its
 // _Recv, labelled with the tensor's name, dtype, shape and bytes (the words of explain()). The
-// task that runs the session (its master) is marked. Render it with Graphviz
+// task that runs the session (its master) is marked. The ops of a cond's branch sit in a box of
+// their own inside their task's, nested as the conds are. Render it with Graphviz
 // (`dot -Tsvg x.dot -o x.svg`, or observe/dot_files.hpp's write_dot_files).
 //
 // Pure functions of their arguments; graph_dot(Session&, ...) asks the session for its plan
@@ -209,6 +210,33 @@ PSFLOW_DECL std::string dot_quote(std::string_view s) {
   return out + "\"";
 }
 
+namespace detail {
+
+// The node lines of one task, each inside the boxes of its control-flow contexts (a cond's
+// branch in its outer branch's box), the lines outside any context first.
+PSFLOW_DECL void write_context_boxes(std::ostream& out, const Graph& graph,
+                                     const std::map<int, std::vector<std::string>>& lines,
+                                     int& cluster) {
+  std::map<int, std::set<int>> inner;  // context -> the contexts directly inside it
+  for (const auto& [context, nodes] : lines)
+    for (int c = context; c >= 0; c = graph.context(c)->outer())
+      inner[graph.context(c)->outer()].insert(c);
+  auto write = [&](auto&& self, int context, const std::string& indent) -> void {
+    if (auto it = lines.find(context); it != lines.end())
+      for (const std::string& line : it->second) out << indent << line << "\n";
+    for (int c : inner[context]) {
+      out << indent << "subgraph \"cluster_context_" << cluster++ << "\" {\n"
+          << indent << "  label=" << dot_quote(graph.context(c)->label())
+          << "; style=\"rounded,dashed\"; color=\"#1971c2\"; fontcolor=\"#1971c2\";\n";
+      self(self, c, indent + "  ");
+      out << indent << "}\n";
+    }
+  };
+  write(write, -1, "    ");
+}
+
+}  // namespace detail
+
 PSFLOW_DECL std::string graph_dot(const Graph& graph, const PartitionPlan& plan) {
   std::ostringstream out;
   out << "digraph psflow {\n"
@@ -242,6 +270,7 @@ PSFLOW_DECL std::string graph_dot(const Graph& graph, const PartitionPlan& plan)
         << "\"; fillcolor=\"#fff9db\"; color=\"" << (client ? "#e67700" : "#868e96")
         << "\"; penwidth=" << (client ? 2 : 1) << ";\n";
     std::vector<std::string> edges;
+    std::map<int, std::vector<std::string>> nodes_by_context;  // -1: outside every cond
     for (const std::string& device : devices) {
       const GraphDef& def = plan.graphs.at(device);
       std::map<std::string, std::string> type_of;
@@ -254,10 +283,13 @@ PSFLOW_DECL std::string graph_dot(const Graph& graph, const PartitionPlan& plan)
         }
         const OpKind kind = op_kind(node.op, node.name, input_type);
         const bool is_fetched = client && device == plan.client_device && fetched.count(node.name);
-        out << "    " << node_id(device, node.name) << " [label="
-            << dot_quote(node.name + "\n" + node.op + (is_fetched ? "\n[fetched]" : ""))
-            << ", fillcolor=\"" << kind_color(kind) << "\"" << (is_fetched ? ", penwidth=2" : "")
-            << "];\n";
+        std::ostringstream line;
+        line << node_id(device, node.name) << " [label="
+             << dot_quote(node.name + "\n" + node.op + (is_fetched ? "\n[fetched]" : ""))
+             << ", fillcolor=\"" << kind_color(kind) << "\"" << (is_fetched ? ", penwidth=2" : "")
+             << "];";
+        const auto op = graph.find_operation(node.name);
+        nodes_by_context[op ? op->node().context : -1].push_back(line.str());
         for (const std::string& input : node.inputs) {
           const bool control = input.starts_with('^');
           const std::string src = control ? input.substr(1) : input.substr(0, input.rfind(':'));
@@ -267,6 +299,7 @@ PSFLOW_DECL std::string graph_dot(const Graph& graph, const PartitionPlan& plan)
         }
       }
     }
+    detail::write_context_boxes(out, graph, nodes_by_context, cluster);
     for (const std::string& edge : edges) out << "    " << edge << ";\n";
     out << "  }\n";
   }

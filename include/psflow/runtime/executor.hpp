@@ -10,6 +10,12 @@
 // and is reported once every running node has finished, so no error can deadlock a step. A
 // step cancelled from outside (StepContext::cancellation: a deadline, an abort from another
 // task) stops the same way with the cancellation's reason.
+// Control flow (ops::cond): a Switch passes its input to one output and makes the other dead.
+// An op with a dead data input, or a control input from a dead op, is skipped and its outputs
+// are dead in turn, unless its kernel handles dead inputs: a Merge forwards its live input,
+// a _Send sends the deadness to the other task and the _Recv there yields it. So the untaken
+// branch never runs, and every op of the step still finishes. An executor whose nodes cannot
+// see a dead value (none is a Switch, a Merge or a _Recv) skips the check.
 // When the step has a StepContext::stats collector, each op's start, end and thread go there
 // (a traced step); otherwise the only cost is one pointer test per op. A StepContext::activity
 // is told which ops run at each moment, in the same way.
@@ -100,8 +106,10 @@ class Executor {
     AsyncOpKernel* async_kernel = nullptr;  // kernel, when it is asynchronous
     bool expensive = true;
     bool runs_long = false;
+    bool handles_dead = false;  // the kernel runs even with a dead input
     std::vector<Location> inputs;
     std::vector<int> successors;  // one entry per edge (data or control) to a plan node
+    std::vector<int> control_predecessors;
     int initial_pending = 0;
     int output_base = 0;  // slot of output 0
   };
@@ -122,6 +130,11 @@ class Executor {
   void complete_step(StepState* s) const;
   static void record(StepStatsCollector& stats, const PlanNode& p, std::uint32_t thread,
                      std::int64_t start_ns);
+  // True when a data input of `p` is dead or one of its control inputs comes from a dead op.
+  static bool has_dead_input(const StepState* s, const PlanNode& p, const Entry* const* inputs);
+  // Records whether node `id` is dead, once it ran with `inputs_dead`: a node with outputs is
+  // dead when all of them are, one without (a _Send, a NoOp) when its inputs were.
+  static void record_deadness(StepState* s, const PlanNode& p, int id, bool inputs_dead);
 
   Params params_;
   std::vector<PlanNode> plan_;
@@ -129,6 +142,7 @@ class Executor {
   std::vector<Location> fetch_locations_;
   std::vector<int> slot_uses_;  // per slot: consumers, plus one per fetch (so never released)
   int num_slots_ = 0;
+  bool tracks_dead_ = false;  // some node can see or make a dead value
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -140,6 +154,9 @@ struct Executor::StepState {
   std::vector<Entry> slots;
   std::unique_ptr<std::atomic<int>[]> pending;
   std::unique_ptr<std::atomic<int>[]> uses;  // per slot: consumers that have not finished
+  // Per node, when the executor tracks dead values: whether it was dead. Written before the
+  // node's successors are counted down, so they read it after their own count reached zero.
+  std::unique_ptr<bool[]> node_dead;
   std::atomic<int> outstanding{0};
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
@@ -211,6 +228,7 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
       const int src = plan_index[static_cast<std::size_t>(c)];
       if (src < 0) continue;  // a control input outside the run set (pruned away by a feed)
       plan_[static_cast<std::size_t>(src)].successors.push_back(static_cast<int>(i));
+      p.control_predecessors.push_back(src);
       ++p.initial_pending;
     }
   }
@@ -231,6 +249,8 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
     p.async_kernel = dynamic_cast<AsyncOpKernel*>(p.kernel.get());
     p.expensive = p.kernel->is_expensive();
     p.runs_long = p.kernel->runs_long();
+    p.handles_dead = p.kernel->handles_dead_inputs();
+    tracks_dead_ = tracks_dead_ || p.handles_dead || p.kernel->makes_dead_outputs();
     if (p.initial_pending == 0) roots_.push_back(static_cast<int>(i));
   }
   for (const TensorId& f : params_.fetches) fetch_locations_.push_back(locate(f, "the fetch list"));
@@ -260,6 +280,7 @@ inline void Executor::run_async(StepContext& step, std::vector<Tensor> feeds, Th
   s->uses.reset(new std::atomic<int>[slot_uses_.size()]);
   for (std::size_t i = 0; i < slot_uses_.size(); ++i)
     s->uses[i].store(slot_uses_[i], std::memory_order_relaxed);
+  if (tracks_dead_) s->node_dead.reset(new bool[plan_.size()]());
   if (plan_.empty()) {
     complete_step(s);
     return;
@@ -284,6 +305,14 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
           inputs = heap_inputs.data();
         }
         for (std::size_t i = 0; i < p.inputs.size(); ++i) inputs[i] = &s->at(p.inputs[i]);
+        const bool dead = tracks_dead_ && has_dead_input(s, p, inputs);
+        if (dead && !p.handles_dead) {  // on the untaken side of a Switch: skipped
+          Entry* outputs = s->slots.data() + p.output_base;
+          for (std::size_t k = 0; k < p.node->outputs.size(); ++k) outputs[k].dead = true;
+          s->node_dead[static_cast<std::size_t>(id)] = true;
+          finish_node(s, id, ready);
+          continue;
+        }
         if (keep_off_this_thread(s, p, inputs)) {
           s->pool->submit([this, s, id] { process(s, {id}); });
           continue;
@@ -300,25 +329,26 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
           auto call = std::make_shared<AsyncCall>();
           call->inputs.assign(inputs, inputs + p.inputs.size());
           call->ctx = std::make_unique<OpKernelContext>(*p.node, *p.device, *s->step,
-                                                        call->inputs.data(), outputs);
+                                                        call->inputs.data(), outputs, dead);
           StepStatsCollector* const stats = s->step->stats;
           StepActivity* const activity = s->step->activity;
           const std::uint32_t thread = stats ? trace_thread_id() : 0;
           const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
           if (activity) activity->started(static_cast<std::size_t>(id));
           try {
-            p.async_kernel->compute_async(
-                *call->ctx, [this, s, id, call, stats, activity, thread, start_ns](Status status) {
-                  const PlanNode& node = plan_[static_cast<std::size_t>(id)];
-                  if (stats) record(*stats, node, thread, start_ns);
-                  if (activity) activity->ended(static_cast<std::size_t>(id));
-                  if (!status.ok())
-                    s->record_error(status.with_context(node.node->type + " '" + node.node->name +
-                                                        "' on " + node.device->name()));
-                  std::vector<int> next;
-                  finish_node(s, id, next);
-                  process(s, std::move(next));
-                });
+            p.async_kernel->compute_async(*call->ctx, [this, s, id, call, stats, activity, thread,
+                                                       start_ns, dead](Status status) {
+              const PlanNode& node = plan_[static_cast<std::size_t>(id)];
+              if (tracks_dead_) record_deadness(s, node, id, dead);
+              if (stats) record(*stats, node, thread, start_ns);
+              if (activity) activity->ended(static_cast<std::size_t>(id));
+              if (!status.ok())
+                s->record_error(status.with_context(node.node->type + " '" + node.node->name +
+                                                    "' on " + node.device->name()));
+              std::vector<int> next;
+              finish_node(s, id, next);
+              process(s, std::move(next));
+            });
           } catch (...) {
             if (activity) activity->ended(static_cast<std::size_t>(id));
             s->record_error(Status::from_current_exception().with_context(
@@ -333,8 +363,9 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
         const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
         if (activity) activity->started(static_cast<std::size_t>(id));
         try {
-          OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs);
+          OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs, dead);
           p.kernel->compute(ctx);
+          if (tracks_dead_) record_deadness(s, p, id, dead);
         } catch (...) {
           s->record_error(Status::from_current_exception().with_context(
               p.node->type + " '" + p.node->name + "' on " + p.device->name()));
@@ -392,6 +423,22 @@ inline bool Executor::make_room(StepState* s, std::vector<int>& ready, const Pla
   }
 }
 
+inline bool Executor::has_dead_input(const StepState* s, const PlanNode& p,
+                                     const Entry* const* inputs) {
+  for (std::size_t i = 0; i < p.inputs.size(); ++i)
+    if (inputs[i]->dead) return true;
+  for (int c : p.control_predecessors)
+    if (s->node_dead[static_cast<std::size_t>(c)]) return true;
+  return false;
+}
+
+inline void Executor::record_deadness(StepState* s, const PlanNode& p, int id, bool inputs_dead) {
+  const Entry* outputs = s->slots.data() + p.output_base;
+  bool dead = p.node->outputs.empty() ? inputs_dead : true;
+  for (std::size_t k = 0; k < p.node->outputs.size(); ++k) dead = dead && outputs[k].dead;
+  s->node_dead[static_cast<std::size_t>(id)] = dead;
+}
+
 inline bool Executor::keep_off_this_thread(const StepState* s, const PlanNode& p,
                                            const Entry* const* inputs) const {
   if (!p.expensive || !s->pool || !detail::on_network_thread()) return false;
@@ -431,8 +478,15 @@ inline void Executor::complete_step(StepState* s) const {
   if (status.ok()) {
     try {
       fetches.reserve(fetch_locations_.size());
-      for (Location loc : fetch_locations_) {
-        const Entry& e = s->at(loc);
+      for (std::size_t f = 0; f < fetch_locations_.size(); ++f) {
+        const Entry& e = s->at(fetch_locations_[f]);
+        if (e.dead) {
+          const TensorId& t = params_.fetches[f];
+          throw InvalidArgument("the fetched tensor '" + params_.graph->node(t.node).name + ":" +
+                                std::to_string(t.index) +
+                                "' has no value in this step: it is on the side of a cond that "
+                                "was not taken (fetch the cond's output instead)");
+        }
         fetches.push_back(e.ref ? e.ref->read() : e.tensor);
       }
     } catch (...) {

@@ -39,9 +39,12 @@ struct StepContext {
 };
 
 // A value flowing on an edge: a tensor, or a reference to a variable (VariableV2's output).
+// A dead entry carries no value: it is the untaken output of a Switch (ops::cond) or was
+// computed from one, and the ops that consume it are skipped (runtime/executor.hpp).
 struct Entry {
   Tensor tensor;
   VariableResource* ref = nullptr;
+  bool dead = false;
 };
 
 class OpKernelConstruction {
@@ -82,8 +85,13 @@ class OpKernelConstruction {
 class OpKernelContext {
  public:
   OpKernelContext(const detail::Node& node, Device& device, StepContext& step,
-                  const Entry* const* inputs, Entry* outputs)
-      : node_(node), device_(device), step_(step), inputs_(inputs), outputs_(outputs) {}
+                  const Entry* const* inputs, Entry* outputs, bool inputs_dead = false)
+      : node_(node),
+        device_(device),
+        step_(step),
+        inputs_(inputs),
+        outputs_(outputs),
+        inputs_dead_(inputs_dead) {}
 
   int num_inputs() const noexcept { return static_cast<int>(node_.inputs.size()); }
   // Input i as a tensor; a variable reference is read (FailedPrecondition if uninitialized).
@@ -103,6 +111,20 @@ class OpKernelContext {
   }
   void set_output(int i, Tensor value) { outputs_[i].tensor = std::move(value); }
   void set_output_ref(int i, VariableResource* ref) { outputs_[i].ref = ref; }
+  // Output `out` is input `in` as it came: a tensor, or the same variable reference.
+  void forward_input(int in, int out) {
+    outputs_[out].tensor = inputs_[in]->tensor;
+    outputs_[out].ref = inputs_[in]->ref;
+  }
+
+  // Dead values, for the kernels that see them (OpKernel::handles_dead_inputs): whether input
+  // i is dead, whether any data or control input is, and making output i dead.
+  bool input_is_dead(int i) const { return inputs_[i]->dead; }
+  bool inputs_dead() const noexcept { return inputs_dead_; }
+  void set_output_dead(int i) {
+    outputs_[i] = Entry{};
+    outputs_[i].dead = true;
+  }
   // Allocates output i (contents unspecified: the kernel writes every element).
   Tensor& allocate_output(int i, DType dtype, Shape shape) {
     outputs_[i].tensor = Tensor::uninitialized(dtype, std::move(shape));
@@ -120,6 +142,7 @@ class OpKernelContext {
   StepContext& step_;
   const Entry* const* inputs_;
   Entry* outputs_;
+  bool inputs_dead_;
   std::vector<Tensor> derefs_;  // storage for variable reads
 };
 
@@ -134,6 +157,11 @@ class OpKernel {
   // True when its cost does not follow from its inputs' sizes (it writes or reads files, or
   // walks a whole table): it never runs on a network thread (runtime/network_thread.hpp).
   virtual bool runs_long() const { return false; }
+  // True for the kernels that run even when an input is dead and decide what that means
+  // (Merge, _Send, _Recv). Any other op with a dead input is skipped: its outputs are dead.
+  virtual bool handles_dead_inputs() const { return false; }
+  // True for the kernels that may make an output dead from live inputs (Switch, _Recv).
+  virtual bool makes_dead_outputs() const { return false; }
 };
 
 // A kernel that finishes later (e.g. Recv waiting for a tensor). It must call `done` exactly

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "psflow/runtime/kernels/array_kernels.hpp"
+#include "psflow/runtime/kernels/batch_norm_kernels.hpp"
 #include "psflow/runtime/kernels/control_kernels.hpp"
 #include "psflow/runtime/kernels/conv_kernels.hpp"
 #include "psflow/runtime/kernels/dynamic_embedding_kernels.hpp"

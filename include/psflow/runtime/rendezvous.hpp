@@ -2,6 +2,9 @@
 //   "<src_device>;<src_incarnation hex>;<dst_device>;<tensor_name>;<frame>:<iter>"
 // LocalRendezvous is the in-process table; the distributed runtime puts one per step on each
 // task and fills it from the network. Send never blocks; Recv completes through a callback.
+// A dead value (the untaken side of a cond, runtime/executor.hpp) is sent as an empty Tensor:
+// every real value has a buffer, so the two are never confused; on the wire it is a tensor
+// frame without a tensor.
 #pragma once
 
 #include <cstdint>

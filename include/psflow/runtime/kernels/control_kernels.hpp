@@ -1,7 +1,12 @@
-// Kernel of NoOp (graph/control_ops.hpp): nothing to compute; it exists for its control inputs.
+// Kernels of NoOp (graph/control_ops.hpp), and of Switch, RefSwitch and Merge (graph/cond.hpp),
+// which make and consume the dead values of the executor (runtime/executor.hpp).
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "psflow/core/compilation.hpp"
+#include "psflow/graph/cond.hpp"
 #include "psflow/graph/control_ops.hpp"
 #include "psflow/runtime/kernel.hpp"
 
@@ -16,8 +21,45 @@ class NoOpKernel : public OpKernel {
   bool is_expensive() const override { return false; }
 };
 
+// Input 0 to output 1 when the pred is true, else to output 0; the other output is dead.
+class SwitchKernel : public OpKernel {
+ public:
+  explicit SwitchKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    const Tensor& pred = ctx.input(1);
+    if (pred.dtype() != DType::boolean || pred.size() != 1 || pred.rank() != 0)
+      throw InvalidArgument("the predicate of a cond must be a scalar bool, got " + pred.summary());
+    const int taken = pred.scalar<bool>() ? 1 : 0;
+    ctx.forward_input(0, taken);
+    ctx.set_output_dead(1 - taken);
+  }
+  bool is_expensive() const override { return false; }
+  bool makes_dead_outputs() const override { return true; }
+};
+
+// The first live input and its index; both outputs dead when every input is.
+class MergeKernel : public OpKernel {
+ public:
+  explicit MergeKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override {
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      if (ctx.input_is_dead(i)) continue;
+      ctx.forward_input(i, 0);
+      ctx.set_output(1, Tensor(static_cast<std::int32_t>(i)));
+      return;
+    }
+    ctx.set_output_dead(0);
+    ctx.set_output_dead(1);
+  }
+  bool is_expensive() const override { return false; }
+  bool handles_dead_inputs() const override { return true; }
+};
+
 PSFLOW_REGISTERED_AT_STARTUP const bool control_kernels_registered =
-    KernelRegistry::global().add<NoOpKernel>("NoOp");
+    KernelRegistry::global().add<NoOpKernel>("NoOp") &&
+    KernelRegistry::global().add<SwitchKernel>("Switch") &&
+    KernelRegistry::global().add<SwitchKernel>("RefSwitch") &&
+    KernelRegistry::global().add<MergeKernel>("Merge");
 
 }  // namespace detail
 

@@ -31,12 +31,17 @@ class SendKernel : public OpKernel {
     Rendezvous* rendezvous = ctx.step().rendezvous;
     if (!rendezvous)
       throw Internal("_Send '" + ctx.name() + "' runs in a step without a rendezvous");
+    if (ctx.inputs_dead()) {  // the Recv on the other side yields a dead value
+      rendezvous->send(key_, Tensor()).raise_if_error();
+      return;
+    }
     const Tensor& value = ctx.input(0);
     if (StepStatsCollector* stats = ctx.step().stats)
       stats->record_send(key_, value.nbytes(), trace_clock_ns());
     rendezvous->send(key_, value).raise_if_error();
   }
   bool is_expensive() const override { return false; }
+  bool handles_dead_inputs() const override { return true; }
 
  private:
   std::string key_;
@@ -56,10 +61,16 @@ class RecvKernel : public AsyncOpKernel {
         key_, [this, &ctx, done = std::move(done)](const Status& status, Tensor value) {
           if (StepStatsCollector* stats = ctx.step().stats; stats && status.ok())
             stats->record_recv(key_, value.nbytes(), trace_clock_ns());
-          if (status.ok()) ctx.set_output(0, std::move(value));
+          if (status.ok() && value.empty()) {
+            ctx.set_output_dead(0);  // the Send's input was dead
+          } else if (status.ok()) {
+            ctx.set_output(0, std::move(value));
+          }
           done(status);
         });
   }
+  bool handles_dead_inputs() const override { return true; }
+  bool makes_dead_outputs() const override { return true; }
 
  private:
   std::string key_;
