@@ -23,6 +23,7 @@
 // Thread-safe: several steps may run at once on one executor.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -109,7 +110,6 @@ class Executor {
     bool handles_dead = false;  // the kernel runs even with a dead input
     std::vector<Location> inputs;
     std::vector<int> successors;  // one entry per edge (data or control) to a plan node
-    std::vector<int> control_predecessors;
     int initial_pending = 0;
     int output_base = 0;  // slot of output 0
   };
@@ -130,8 +130,9 @@ class Executor {
   void complete_step(StepState* s) const;
   static void record(StepStatsCollector& stats, const PlanNode& p, std::uint32_t thread,
                      std::int64_t start_ns);
-  // True when a data input of `p` is dead or one of its control inputs comes from a dead op.
-  static bool has_dead_input(const StepState* s, const PlanNode& p, const Entry* const* inputs);
+  // True when a data input of node `id` is dead or one of its control inputs comes from a dead
+  // op.
+  bool has_dead_input(const StepState* s, int id) const;
   // Records whether node `id` is dead, once it ran with `inputs_dead`: a node with outputs is
   // dead when all of them are, one without (a _Send, a NoOp) when its inputs were.
   static void record_deadness(StepState* s, const PlanNode& p, int id, bool inputs_dead);
@@ -143,6 +144,9 @@ class Executor {
   std::vector<int> slot_uses_;  // per slot: consumers, plus one per fetch (so never released)
   int num_slots_ = 0;
   bool tracks_dead_ = false;  // some node can see or make a dead value
+  // Per plan node, when tracks_dead_: the plan nodes of its control inputs (a control input
+  // from a dead op makes it dead). Kept out of PlanNode so that plain graphs' nodes stay small.
+  std::vector<std::vector<int>> control_predecessors_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -154,8 +158,10 @@ struct Executor::StepState {
   std::vector<Entry> slots;
   std::unique_ptr<std::atomic<int>[]> pending;
   std::unique_ptr<std::atomic<int>[]> uses;  // per slot: consumers that have not finished
-  // Per node, when the executor tracks dead values: whether it was dead. Written before the
-  // node's successors are counted down, so they read it after their own count reached zero.
+  // When the executor tracks dead values: per slot, whether its value is dead, and per node,
+  // whether it was dead. Written before the node's successors are counted down, so they read
+  // them after their own count reached zero.
+  std::unique_ptr<bool[]> slot_dead;
   std::unique_ptr<bool[]> node_dead;
   std::atomic<int> outstanding{0};
   std::atomic<bool> failed{false};
@@ -167,6 +173,7 @@ struct Executor::StepState {
     return loc >= 0 ? slots[static_cast<std::size_t>(loc)]
                     : feeds[static_cast<std::size_t>(-loc - 1)];
   }
+  bool dead_at(Location loc) const { return loc >= 0 && slot_dead[static_cast<std::size_t>(loc)]; }
   void record_error(const Status& error) {
     {
       std::lock_guard lock(error_mutex);
@@ -228,7 +235,6 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
       const int src = plan_index[static_cast<std::size_t>(c)];
       if (src < 0) continue;  // a control input outside the run set (pruned away by a feed)
       plan_[static_cast<std::size_t>(src)].successors.push_back(static_cast<int>(i));
-      p.control_predecessors.push_back(src);
       ++p.initial_pending;
     }
   }
@@ -252,6 +258,13 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
     p.handles_dead = p.kernel->handles_dead_inputs();
     tracks_dead_ = tracks_dead_ || p.handles_dead || p.kernel->makes_dead_outputs();
     if (p.initial_pending == 0) roots_.push_back(static_cast<int>(i));
+  }
+  if (tracks_dead_) {
+    control_predecessors_.resize(plan_.size());
+    for (std::size_t i = 0; i < plan_.size(); ++i)
+      for (int c : plan_[i].node->control_inputs)
+        if (const int src = plan_index[static_cast<std::size_t>(c)]; src >= 0)
+          control_predecessors_[i].push_back(src);
   }
   for (const TensorId& f : params_.fetches) fetch_locations_.push_back(locate(f, "the fetch list"));
   slot_uses_.assign(static_cast<std::size_t>(num_slots_), 0);
@@ -280,7 +293,10 @@ inline void Executor::run_async(StepContext& step, std::vector<Tensor> feeds, Th
   s->uses.reset(new std::atomic<int>[slot_uses_.size()]);
   for (std::size_t i = 0; i < slot_uses_.size(); ++i)
     s->uses[i].store(slot_uses_[i], std::memory_order_relaxed);
-  if (tracks_dead_) s->node_dead.reset(new bool[plan_.size()]());
+  if (tracks_dead_) {
+    s->slot_dead.reset(new bool[static_cast<std::size_t>(num_slots_)]());
+    s->node_dead.reset(new bool[plan_.size()]());
+  }
   if (plan_.empty()) {
     complete_step(s);
     return;
@@ -305,13 +321,23 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
           inputs = heap_inputs.data();
         }
         for (std::size_t i = 0; i < p.inputs.size(); ++i) inputs[i] = &s->at(p.inputs[i]);
-        const bool dead = tracks_dead_ && has_dead_input(s, p, inputs);
-        if (dead && !p.handles_dead) {  // on the untaken side of a Switch: skipped
-          Entry* outputs = s->slots.data() + p.output_base;
-          for (std::size_t k = 0; k < p.node->outputs.size(); ++k) outputs[k].dead = true;
-          s->node_dead[static_cast<std::size_t>(id)] = true;
-          finish_node(s, id, ready);
-          continue;
+        DeadValues dead;
+        std::unique_ptr<bool[]> input_dead;  // only for a kernel that sees a dead input
+        if (tracks_dead_) {
+          dead.any_input = has_dead_input(s, id);
+          dead.outputs = s->slot_dead.get() + p.output_base;
+          if (dead.any_input && !p.handles_dead) {  // on the untaken side of a Switch: skipped
+            std::fill_n(dead.outputs, p.node->outputs.size(), true);
+            s->node_dead[static_cast<std::size_t>(id)] = true;
+            finish_node(s, id, ready);
+            continue;
+          }
+          if (dead.any_input) {
+            input_dead.reset(new bool[p.inputs.size()]);
+            for (std::size_t i = 0; i < p.inputs.size(); ++i)
+              input_dead[i] = s->dead_at(p.inputs[i]);
+            dead.inputs = input_dead.get();
+          }
         }
         if (keep_off_this_thread(s, p, inputs)) {
           s->pool->submit([this, s, id] { process(s, {id}); });
@@ -324,10 +350,12 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
           // reason.
           struct AsyncCall {
             std::vector<const Entry*> inputs;
+            std::unique_ptr<bool[]> input_dead;
             std::unique_ptr<OpKernelContext> ctx;
           };
           auto call = std::make_shared<AsyncCall>();
           call->inputs.assign(inputs, inputs + p.inputs.size());
+          call->input_dead = std::move(input_dead);
           call->ctx = std::make_unique<OpKernelContext>(*p.node, *p.device, *s->step,
                                                         call->inputs.data(), outputs, dead);
           StepStatsCollector* const stats = s->step->stats;
@@ -336,19 +364,19 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
           const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
           if (activity) activity->started(static_cast<std::size_t>(id));
           try {
-            p.async_kernel->compute_async(*call->ctx, [this, s, id, call, stats, activity, thread,
-                                                       start_ns, dead](Status status) {
-              const PlanNode& node = plan_[static_cast<std::size_t>(id)];
-              if (tracks_dead_) record_deadness(s, node, id, dead);
-              if (stats) record(*stats, node, thread, start_ns);
-              if (activity) activity->ended(static_cast<std::size_t>(id));
-              if (!status.ok())
-                s->record_error(status.with_context(node.node->type + " '" + node.node->name +
-                                                    "' on " + node.device->name()));
-              std::vector<int> next;
-              finish_node(s, id, next);
-              process(s, std::move(next));
-            });
+            p.async_kernel->compute_async(
+                *call->ctx, [this, s, id, call, stats, activity, thread, start_ns](Status status) {
+                  const PlanNode& node = plan_[static_cast<std::size_t>(id)];
+                  if (tracks_dead_) record_deadness(s, node, id, call->ctx->inputs_dead());
+                  if (stats) record(*stats, node, thread, start_ns);
+                  if (activity) activity->ended(static_cast<std::size_t>(id));
+                  if (!status.ok())
+                    s->record_error(status.with_context(node.node->type + " '" + node.node->name +
+                                                        "' on " + node.device->name()));
+                  std::vector<int> next;
+                  finish_node(s, id, next);
+                  process(s, std::move(next));
+                });
           } catch (...) {
             if (activity) activity->ended(static_cast<std::size_t>(id));
             s->record_error(Status::from_current_exception().with_context(
@@ -365,7 +393,7 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
         try {
           OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs, dead);
           p.kernel->compute(ctx);
-          if (tracks_dead_) record_deadness(s, p, id, dead);
+          if (tracks_dead_) record_deadness(s, p, id, dead.any_input);
         } catch (...) {
           s->record_error(Status::from_current_exception().with_context(
               p.node->type + " '" + p.node->name + "' on " + p.device->name()));
@@ -423,19 +451,18 @@ inline bool Executor::make_room(StepState* s, std::vector<int>& ready, const Pla
   }
 }
 
-inline bool Executor::has_dead_input(const StepState* s, const PlanNode& p,
-                                     const Entry* const* inputs) {
-  for (std::size_t i = 0; i < p.inputs.size(); ++i)
-    if (inputs[i]->dead) return true;
-  for (int c : p.control_predecessors)
+inline bool Executor::has_dead_input(const StepState* s, int id) const {
+  for (Location in : plan_[static_cast<std::size_t>(id)].inputs)
+    if (s->dead_at(in)) return true;
+  for (int c : control_predecessors_[static_cast<std::size_t>(id)])
     if (s->node_dead[static_cast<std::size_t>(c)]) return true;
   return false;
 }
 
 inline void Executor::record_deadness(StepState* s, const PlanNode& p, int id, bool inputs_dead) {
-  const Entry* outputs = s->slots.data() + p.output_base;
+  const bool* outputs_dead = s->slot_dead.get() + p.output_base;
   bool dead = p.node->outputs.empty() ? inputs_dead : true;
-  for (std::size_t k = 0; k < p.node->outputs.size(); ++k) dead = dead && outputs[k].dead;
+  for (std::size_t k = 0; k < p.node->outputs.size(); ++k) dead = dead && outputs_dead[k];
   s->node_dead[static_cast<std::size_t>(id)] = dead;
 }
 
@@ -480,7 +507,7 @@ inline void Executor::complete_step(StepState* s) const {
       fetches.reserve(fetch_locations_.size());
       for (std::size_t f = 0; f < fetch_locations_.size(); ++f) {
         const Entry& e = s->at(fetch_locations_[f]);
-        if (e.dead) {
+        if (tracks_dead_ && s->dead_at(fetch_locations_[f])) {
           const TensorId& t = params_.fetches[f];
           throw InvalidArgument("the fetched tensor '" + params_.graph->node(t.node).name + ":" +
                                 std::to_string(t.index) +

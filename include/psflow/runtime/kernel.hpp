@@ -39,12 +39,19 @@ struct StepContext {
 };
 
 // A value flowing on an edge: a tensor, or a reference to a variable (VariableV2's output).
-// A dead entry carries no value: it is the untaken output of a Switch (ops::cond) or was
-// computed from one, and the ops that consume it are skipped (runtime/executor.hpp).
 struct Entry {
   Tensor tensor;
   VariableResource* ref = nullptr;
-  bool dead = false;
+};
+
+// Which values around one op are dead: a dead value is the untaken output of a Switch
+// (ops::cond) or was computed from one, and the ops that consume it are skipped
+// (runtime/executor.hpp). The executor keeps these flags beside the entries, not in them, so a
+// graph without control flow carries none.
+struct DeadValues {
+  const bool* inputs = nullptr;  // per data input; null when none is dead
+  bool any_input = false;        // a data input is dead, or a control input's op was
+  bool* outputs = nullptr;       // per output; null when the executor tracks no dead values
 };
 
 class OpKernelConstruction {
@@ -85,13 +92,13 @@ class OpKernelConstruction {
 class OpKernelContext {
  public:
   OpKernelContext(const detail::Node& node, Device& device, StepContext& step,
-                  const Entry* const* inputs, Entry* outputs, bool inputs_dead = false)
+                  const Entry* const* inputs, Entry* outputs, DeadValues dead = {})
       : node_(node),
         device_(device),
         step_(step),
         inputs_(inputs),
         outputs_(outputs),
-        inputs_dead_(inputs_dead) {}
+        dead_(dead) {}
 
   int num_inputs() const noexcept { return static_cast<int>(node_.inputs.size()); }
   // Input i as a tensor; a variable reference is read (FailedPrecondition if uninitialized).
@@ -119,11 +126,13 @@ class OpKernelContext {
 
   // Dead values, for the kernels that see them (OpKernel::handles_dead_inputs): whether input
   // i is dead, whether any data or control input is, and making output i dead.
-  bool input_is_dead(int i) const { return inputs_[i]->dead; }
-  bool inputs_dead() const noexcept { return inputs_dead_; }
+  bool input_is_dead(int i) const { return dead_.inputs && dead_.inputs[i]; }
+  bool inputs_dead() const noexcept { return dead_.any_input; }
   void set_output_dead(int i) {
+    if (!dead_.outputs)
+      throw Internal("'" + node_.name + "' makes a dead value, but its executor tracks none");
     outputs_[i] = Entry{};
-    outputs_[i].dead = true;
+    dead_.outputs[i] = true;
   }
   // Allocates output i (contents unspecified: the kernel writes every element).
   Tensor& allocate_output(int i, DType dtype, Shape shape) {
@@ -142,7 +151,7 @@ class OpKernelContext {
   StepContext& step_;
   const Entry* const* inputs_;
   Entry* outputs_;
-  bool inputs_dead_;
+  DeadValues dead_;
   std::vector<Tensor> derefs_;  // storage for variable reads
 };
 
