@@ -2,6 +2,9 @@
 //
 //   executor/<shape>_<op>/<n>/threads:<t>   Session::run of a graph of n trivial scalar ops
 //                                           (Identity or Add), SessionOptions{t}
+//   executor/loop_add/<n>                   Session::run of ops::while_loop adding 1 to a scalar
+//                                           n times, against executor/unrolled_add/<n>: the
+//                                           same n Adds as a chain (what a loop costs per Add)
 //   executor/baseline/<shape>_<op>/<n>      the same graph on a minimal dataflow scheduler
 //                                           (atomic join counters, ready stack, one
 //                                           std::function call per node): what a task library
@@ -262,7 +265,38 @@ void memcpy_baseline(benchmark::State& state) {
       static_cast<std::int64_t>(state.iterations() * 2 * kElements * sizeof(float)));
 }
 
+// x = 0; while x < n: x = x + 1 (looped), or the same n Adds in a chain (unrolled).
+void executor_loop(benchmark::State& state, bool looped, int n) {
+  Graph graph;
+  const Output zero = ops::constant(graph, Tensor(0.0f), "zero");
+  Output fetch = zero;
+  if (looped) {
+    const Output limit = ops::constant(graph, Tensor(static_cast<float>(n)), "limit");
+    fetch = ops::while_loop(
+        [&](const std::vector<Output>& v) { return ops::less(v[0], limit); },
+        [&](const std::vector<Output>& v) { return std::vector<Output>{v[0] + 1.0}; }, {zero})[0];
+  } else {
+    const Output one = ops::constant(graph, Tensor(1.0f), "one");
+    for (int i = 0; i < n; ++i) fetch = ops::add(fetch, one);
+  }
+  Session sess(graph, SessionOptions{1});
+  if (sess.run({fetch})[0].scalar<float>() != static_cast<float>(n))
+    state.SkipWithError("the loop did not count to n");
+  for (auto _ : state) {
+    auto out = sess.run({fetch});
+    benchmark::DoNotOptimize(out[0].raw_data());
+  }
+  state.counters["adds"] = n;
+}
+
 void register_benchmarks() {
+  for (bool looped : {true, false})
+    benchmark::RegisterBenchmark(
+        (std::string("executor/") + (looped ? "loop_add" : "unrolled_add") + "/1000").c_str(),
+        executor_loop, looped, 1000)
+        ->UseRealTime()
+        ->MinTime(0.2)
+        ->Unit(benchmark::kMicrosecond);
   for (Shape_ shape : {Shape_::chain, Shape_::fanout}) {
     for (OpKind kind : {OpKind::identity, OpKind::add}) {
       for (int n : {10000, 100000}) {

@@ -293,6 +293,40 @@ TEST_CASE("a cond's branches are boxes inside their task's, nested as the conds 
   CHECK(written.svg_problem == "");
 }
 
+TEST_CASE("a while_loop's frame is a box, with a cond in its body nested inside") {
+  require_graphviz();
+  Graph g;
+  Output x = ops::placeholder(g, DType::float32, {}, "x");
+  const auto out = ops::while_loop(
+      [&](const std::vector<Output>& v) { return ops::less(v[0], x); },
+      [&](const std::vector<Output>& v) {
+        return ops::cond(
+            ops::less(v[0], ops::constant(g, Tensor(1.0f))),
+            [&] { return std::vector<Output>{ops::add(v[0], v[0], "doubled")}; },
+            [&] { return std::vector<Output>{ops::add(v[0], ops::constant(g, Tensor(1.0f)))}; });
+      },
+      {ops::constant(g, Tensor(0.5f))});
+  const std::string dot = observe::graph_dot(g, observe::in_process_plan(g, {out[0]}));
+  CHECK(count(dot, "subgraph \"cluster_context_") == 3);  // the loop, and the cond's 2 branches
+  const auto lines = lines_of(dot);
+  auto line_of = [&](const std::string& what) {
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      if (lines[i].find(what) != std::string::npos) return i;
+    return lines.size();
+  };
+  const std::size_t loop = line_of("while_loop 'while'");
+  const std::size_t branch = line_of("cond 'while/cond': when");
+  const std::size_t doubled = line_of("doubled");
+  REQUIRE(loop < lines.size());
+  CHECK(loop < branch);
+  CHECK(branch < doubled);
+  const auto indent = [&](std::size_t i) { return lines[i].find_first_not_of(' '); };
+  CHECK(indent(branch - 1) > indent(loop - 1));
+  CHECK(indent(line_of("NextIteration")) > indent(loop - 1));
+  TempDir dir("dot-loop");
+  CHECK(observe::write_dot_files(dot, dir.path(), "loop").svg_problem == "");
+}
+
 TEST_CASE("the demo worker with --explain=dot writes its picture and logs where") {
   require_graphviz();
   if (std::string(PSFLOW_DEMO_BINARY).empty())

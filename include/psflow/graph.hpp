@@ -31,3 +31,4 @@
 #include "psflow/graph/sync_ops.hpp"
 #include "psflow/graph/training_ops.hpp"
 #include "psflow/graph/variable.hpp"
+#include "psflow/graph/while_loop.hpp"

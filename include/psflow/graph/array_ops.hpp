@@ -144,6 +144,9 @@ PSFLOW_DECL Output ones(Graph& graph, DType dtype, const Shape& shape, std::stri
 
 PSFLOW_DECL Output identity(Output x, std::string_view name = "");
 
+// x, as a value gradients() does not differentiate through (TF's tf.stop_gradient).
+PSFLOW_DECL Output stop_gradient(Output x, std::string_view name = "");
+
 // Same elements, new shape; one dimension may be -1 (inferred).
 PSFLOW_DECL Output reshape(Output x, std::vector<std::int64_t> shape, std::string_view name = "");
 
@@ -720,6 +723,10 @@ PSFLOW_DECL Output identity(Output x, std::string_view name) {
   return detail::build_op("Identity", {x}, {}, name, "Identity").output(0);
 }
 
+PSFLOW_DECL Output stop_gradient(Output x, std::string_view name) {
+  return detail::build_op("StopGradient", {x}, {}, name, "StopGradient").output(0);
+}
+
 PSFLOW_DECL Output reshape(Output x, std::vector<std::int64_t> shape, std::string_view name) {
   return detail::build_op("Reshape", {x}, {{"shape", std::move(shape)}}, name, "Reshape").output(0);
 }
@@ -1022,6 +1029,7 @@ PSFLOW_REGISTERED_AT_STARTUP const bool array_ops_registered = [] {
   defs.add({.type = "Placeholder", .infer = infer_placeholder});
   defs.add({.type = "Fill", .infer = fill_like_shape});
   defs.add({.type = "Identity", .num_inputs = 1, .infer = same_as_input});
+  defs.add({.type = "StopGradient", .num_inputs = 1, .infer = same_as_input});
   defs.add(
       {.type = "PlaceholderWithDefault", .num_inputs = 1, .infer = infer_placeholder_with_default});
   defs.add({.type = "Reshape", .num_inputs = 1, .infer = infer_reshape});
@@ -1068,7 +1076,7 @@ PSFLOW_REGISTERED_AT_STARTUP const bool array_ops_registered = [] {
   // Shape, Size and Range give sizes and positions, which do not change with the values;
   // OneHot's output does not depend smoothly on its indices (TF: not differentiable).
   grads.add_not_differentiable(
-      {"Const", "Placeholder", "Fill", "Shape", "Size", "Range", "OneHot"});
+      {"Const", "Placeholder", "Fill", "Shape", "Size", "Range", "OneHot", "StopGradient"});
   return true;
 }();
 

@@ -102,7 +102,8 @@ class GradientWalk {
     for (int id = n - 1; id >= 0; --id)
       if (reaches_y_[static_cast<std::size_t>(id)])
         for (const auto& in : graph.node(id).inputs)
-          reaches_y_[static_cast<std::size_t>(in.node)] = true;
+          if (in.node < n)  // a while_loop's back edge comes from a later node: not y's input
+            reaches_y_[static_cast<std::size_t>(in.node)] = true;
     from_x_.assign(static_cast<std::size_t>(n), false);
     for (int id = 0; id < n; ++id)
       for (const auto& in : graph.node(id).inputs)

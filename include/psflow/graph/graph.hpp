@@ -279,6 +279,15 @@ class Graph {
     return outer < 0;
   }
 
+  // For control-flow builders (graph/while_loop.hpp), which change a node after creating it:
+  // `op` belongs to context `id` (an Enter belongs to the loop it enters); output `index` of `op`
+  // has `shape` (a loop's shape invariant); input `index` of `op` becomes `value` (the back edge
+  // from a loop's NextIteration to its Merge, created after the Merge). set_input checks that the
+  // dtype stays the same and throws InvalidArgument otherwise.
+  void set_node_context(const Operation& op, int id);
+  void set_output_shape(const Output& output, PartialShape shape);
+  void set_input(const Operation& op, int index, const Output& value);
+
   // Makes `name` unique in this graph, like TF's Graph.unique_name (prefixing the name scope).
   std::string unique_name(std::string_view name, bool with_scope = true);
   std::string current_name_scope() const { return name_scope_.empty() ? "" : name_scope_.back(); }
@@ -517,6 +526,32 @@ PSFLOW_DECL ScopeGuard Graph::with_context(int id) {
     throw InvalidArgument("Graph::with_context: no context " + std::to_string(id));
   const int saved = std::exchange(current_context_, id);
   return ScopeGuard([this, saved] { current_context_ = saved; });
+}
+
+PSFLOW_DECL void Graph::set_node_context(const Operation& op, int id) {
+  if (id >= static_cast<int>(contexts_.size()))
+    throw InvalidArgument("Graph::set_node_context: no context " + std::to_string(id));
+  nodes_.at(static_cast<std::size_t>(op.id())).context = id;
+}
+
+PSFLOW_DECL void Graph::set_output_shape(const Output& output, PartialShape shape) {
+  nodes_.at(static_cast<std::size_t>(output.op().id()))
+      .outputs.at(static_cast<std::size_t>(output.index()))
+      .shape = std::move(shape);
+}
+
+PSFLOW_DECL void Graph::set_input(const Operation& op, int index, const Output& value) {
+  detail::Node& node = nodes_.at(static_cast<std::size_t>(op.id()));
+  if (&value.graph() != this)
+    throw InvalidArgument("Graph::set_input: '" + value.name() + "' belongs to another Graph");
+  const TensorId old = node.inputs.at(static_cast<std::size_t>(index));
+  const DType want =
+      nodes_[static_cast<std::size_t>(old.node)].outputs[static_cast<std::size_t>(old.index)].dtype;
+  if (value.dtype() != want)
+    throw InvalidArgument("Graph::set_input: input " + std::to_string(index) + " of '" + node.name +
+                          "' is " + std::string(dtype_name(want)) + ", '" + value.name() + "' is " +
+                          std::string(dtype_name(value.dtype())));
+  node.inputs[static_cast<std::size_t>(index)] = value.id();
 }
 
 PSFLOW_DECL Operation Graph::create_op(NodeSpec spec) {

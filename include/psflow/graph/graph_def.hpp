@@ -3,6 +3,7 @@
 // import_graph_def rebuilds a Graph from it, re-running shape inference.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,7 +22,7 @@ struct NodeDef {
 };
 
 struct GraphDef {
-  std::vector<NodeDef> nodes;  // topological order: a node's inputs come before it
+  std::vector<NodeDef> nodes;  // topological order (a loop's back edge into its Merge aside)
 };
 
 // The NodeDef of node `id` (inputs by name, device as requested).
@@ -29,7 +30,8 @@ PSFLOW_DECL NodeDef to_node_def(const Graph& graph, int id);
 
 // Adds every node of `def` to `graph` (normally empty) under exactly its name and device.
 // Throws InvalidArgument for an unknown input, a duplicate name or an input that comes later
-// (which also rules out cycles).
+// (which also rules out cycles), except a Merge's input from a later node: the back edge of a
+// while_loop (graph/while_loop.hpp), set once every node exists.
 PSFLOW_DECL void import_graph_def(Graph& graph, const GraphDef& def);
 
 }  // namespace psflow
@@ -49,6 +51,27 @@ PSFLOW_DECL NodeDef to_node_def(const Graph& graph, int id) {
 }
 
 PSFLOW_DECL void import_graph_def(Graph& graph, const GraphDef& def) {
+  struct BackEdge {
+    Operation merge;
+    int index;
+    std::string input;
+  };
+  std::vector<BackEdge> back_edges;
+  // "node:index" as an output of `graph`, or nullopt when that node is not defined yet.
+  auto find_output = [&](const std::string& node, const std::string& in) -> std::optional<Output> {
+    const auto colon = in.rfind(':');
+    auto op = colon == std::string::npos ? std::nullopt : graph.find_operation(in.substr(0, colon));
+    if (!op) return std::nullopt;
+    int index = -1;
+    try {
+      index = std::stoi(in.substr(colon + 1));
+    } catch (const std::exception&) {
+    }
+    if (index < 0 || index >= op->num_outputs())
+      throw InvalidArgument("GraphDef node '" + node + "' has input '" + in +
+                            "' with a bad output index");
+    return op->output(index);
+  };
   for (const NodeDef& n : def.nodes) {
     if (graph.find_operation(n.name))
       throw InvalidArgument("GraphDef has two nodes named '" + n.name + "'");
@@ -66,25 +89,36 @@ PSFLOW_DECL void import_graph_def(Graph& graph, const GraphDef& def) {
         spec.control_inputs.push_back(*op);
         continue;
       }
-      const auto colon = in.rfind(':');
-      auto op =
-          colon == std::string::npos ? std::nullopt : graph.find_operation(in.substr(0, colon));
-      if (!op)
+      if (auto out = find_output(n.name, in)) {
+        spec.inputs.push_back(*out);
+        continue;
+      }
+      if (n.op != "Merge")
         throw InvalidArgument("GraphDef node '" + n.name + "' has input '" + in +
                               "' that is not defined before it");
-      int index = -1;
-      try {
-        index = std::stoi(in.substr(colon + 1));
-      } catch (const std::exception&) {
-      }
-      if (index < 0 || index >= op->num_outputs())
-        throw InvalidArgument("GraphDef node '" + n.name + "' has input '" + in +
-                              "' with a bad output index");
-      spec.inputs.push_back(op->output(index));
+      // A loop's back edge: stands in as the Merge's first input until its node exists.
+      back_edges.push_back({Operation(), static_cast<int>(spec.inputs.size()), in});
+      spec.inputs.push_back(Output());
+    }
+    for (std::size_t b = 0; b < back_edges.size(); ++b) {
+      if (back_edges[b].merge.valid()) continue;
+      if (spec.inputs.empty() || !spec.inputs[0].valid())
+        throw InvalidArgument("GraphDef node '" + n.name + "' (a Merge) has no input defined " +
+                              "before it; at least its first one must be");
+      spec.inputs[static_cast<std::size_t>(back_edges[b].index)] = spec.inputs[0];
     }
     Operation created = graph.create_op(std::move(spec));
     if (created.name() != n.name)
       throw InvalidArgument("GraphDef node name '" + n.name + "' clashes with a generated name");
+    for (std::size_t b = 0; b < back_edges.size(); ++b)
+      if (!back_edges[b].merge.valid()) back_edges[b].merge = created;
+  }
+  for (const BackEdge& edge : back_edges) {
+    auto out = find_output(edge.merge.name(), edge.input);
+    if (!out)
+      throw InvalidArgument("GraphDef node '" + edge.merge.name() + "' has input '" + edge.input +
+                            "' that is not defined anywhere");
+    graph.set_input(edge.merge, edge.index, *out);
   }
 }
 

@@ -16,6 +16,13 @@
 // a _Send sends the deadness to the other task and the _Recv there yields it. So the untaken
 // branch never runs, and every op of the step still finishes. An executor whose nodes cannot
 // see a dead value (none is a Switch, a Merge or a _Recv) skips the check.
+// Loops (ops::while_loop): a plan with an Enter runs in frames (runtime/loop_plan.hpp). Each
+// iteration of a loop keeps its own inputs and counts, an Enter starts the loop's frame (a
+// constant Enter's value reaches every iteration), a NextIteration starts the next iteration,
+// at most parallel_iterations at once (the rest wait for the oldest to finish), a dead
+// NextIteration ends the loop, and an Exit passes its value out. A Merge runs as soon as one
+// live input came (or every input came dead). Frames and iterations are counted under one lock
+// per step; kernels run outside it. A plan without loops never takes this path.
 // When the step has a StepContext::stats collector, each op's start, end and thread go there
 // (a traced step); otherwise the only cost is one pointer test per op. A StepContext::activity
 // is told which ops run at each moment, in the same way.
@@ -25,7 +32,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/container/small_vector.hpp>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <future>
 #include <memory>
@@ -38,6 +47,7 @@
 #include "psflow/graph/graph.hpp"
 #include "psflow/runtime/cancellation.hpp"
 #include "psflow/runtime/kernel.hpp"
+#include "psflow/runtime/loop_plan.hpp"
 #include "psflow/runtime/network_thread.hpp"
 #include "psflow/runtime/rendezvous.hpp"
 #include "psflow/runtime/step_activity.hpp"
@@ -115,10 +125,60 @@ class Executor {
   };
 
   struct StepState;
+  struct StepErrors;
+  struct LoopStep;
+  struct FrameState;
+  struct IterationState;
+  // An op made ready in one iteration of one frame.
+  struct TaggedNode {
+    int id;
+    FrameState* frame;
+    std::int64_t iter;
+    IterationState* state;  // frame's iteration iter, kept while the op is outstanding
+    bool dead;              // a dead input came
+  };
   void process(StepState* s, std::vector<int> ready) const;
+  // The plan's loops: build the frames' plan (constructor), run a step, run ready ops, and
+  // pass a finished op's outputs on (under the step's lock).
+  void plan_loops(const std::vector<int>& plan_index);
+  void run_loop_step(StepContext& step, std::vector<Tensor> feeds, ThreadPool* pool,
+                     DoneCallback done) const;
+  void process_loops(LoopStep* s, std::vector<TaggedNode> ready) const;
+  // Points `inputs` at node t's inputs and reads which are dead, for its kernel's context.
+  DeadValues loop_node_inputs(LoopStep* s, const TaggedNode& t, const Entry** inputs,
+                              bool* outputs_dead, bool* input_dead) const;
+  void run_async_loop_node(LoopStep* s, const TaggedNode& t, std::vector<TaggedNode>& ready) const;
+  // The inputs of `p` a kernel may move from: in a loop's frames each input slot is its own,
+  // all but feeds (shared by every op that takes them).
+  static std::uint64_t movable_inputs(const PlanNode& p) {
+    std::uint64_t mask = 0;
+    for (std::size_t k = 0; k < p.inputs.size() && k < 64; ++k)
+      if (p.inputs[k] >= 0) mask |= std::uint64_t{1} << k;
+    return mask;
+  }
+  // Passes on the outputs of a finished op when `pass_on` (not when the step stopped or the op
+  // failed; `outputs` may be null when all are dead), frees its inputs, and ends its
+  // iteration, frame and step when they are done.
+  void finish_loop_node(LoopStep* s, const TaggedNode& t, Entry* outputs, const bool* outputs_dead,
+                        bool pass_on, std::vector<TaggedNode>& ready) const;
+  void propagate(LoopStep* s, const TaggedNode& t, Entry* outputs, const bool* outputs_dead,
+                 std::vector<TaggedNode>& ready) const;
+  // Gives node src's outputs to its successors in one iteration, moving each output into its
+  // last consumer when `movable`, and makes ready those that have all they wait for.
+  void deliver(LoopStep* s, FrameState* frame, std::int64_t iter, int src, Entry* outputs,
+               bool movable, const bool* outputs_dead, bool node_dead,
+               std::vector<TaggedNode>& ready) const;
+  std::unique_ptr<IterationState> make_iteration(int frame) const;
+  void new_iteration(LoopStep* s, FrameState* frame, std::vector<TaggedNode>& ready) const;
+  FrameState* child_frame(LoopStep* s, FrameState* parent, std::int64_t iter, int frame) const;
+  void clean_up_iterations(LoopStep* s, FrameState* frame, std::vector<TaggedNode>& ready) const;
+  void record_fetches(LoopStep* s, int id, const Entry* outputs, const bool* outputs_dead) const;
+  void complete_loop_step(LoopStep* s) const;
+  // Fetch f of a finished step: `e`'s tensor, or InvalidArgument when it is dead.
+  Tensor fetched_value(std::size_t f, const Entry& e, bool dead) const;
   // True when `p`, ready on this thread with `inputs`, must go to the pool: this is a network
   // thread and the op is not small (see the header comment).
-  bool keep_off_this_thread(const StepState* s, const PlanNode& p,
+  bool keep_off_this_thread(const StepErrors* s, const PlanNode& p,
                             const Entry* const* inputs) const;
   // Marks node `id` done: frees inputs nobody needs any more, and queues its successors that
   // became ready in `ready` or on the pool. Throws nothing once it changed a count, so a step
@@ -147,33 +207,23 @@ class Executor {
   // Per plan node, when tracks_dead_: the plan nodes of its control inputs (a control input
   // from a dead op makes it dead). Kept out of PlanNode so that plain graphs' nodes stay small.
   std::vector<std::vector<int>> control_predecessors_;
+  std::unique_ptr<LoopPlan> loops_;                             // when the plan holds a while_loop
+  std::vector<std::vector<std::pair<int, int>>> loop_fetches_;  // plan node: (output, fetch)
 };
 
 // ---------------------------------------------------------------------------------------------
 
-struct Executor::StepState {
+// What every step has, with or without loops: its context, its feeds, and its first error.
+struct Executor::StepErrors {
   StepContext* step = nullptr;
   ThreadPool* pool = nullptr;
   std::vector<Entry> feeds;
-  std::vector<Entry> slots;
-  std::unique_ptr<std::atomic<int>[]> pending;
-  std::unique_ptr<std::atomic<int>[]> uses;  // per slot: consumers that have not finished
-  // When the executor tracks dead values: per slot, whether its value is dead, and per node,
-  // whether it was dead. Written before the node's successors are counted down, so they read
-  // them after their own count reached zero.
-  std::unique_ptr<bool[]> slot_dead;
-  std::unique_ptr<bool[]> node_dead;
-  std::atomic<int> outstanding{0};
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
   Status status;
   DoneCallback done;
 
-  const Entry& at(Location loc) const {
-    return loc >= 0 ? slots[static_cast<std::size_t>(loc)]
-                    : feeds[static_cast<std::size_t>(-loc - 1)];
-  }
-  bool dead_at(Location loc) const { return loc >= 0 && slot_dead[static_cast<std::size_t>(loc)]; }
+  const Entry& at_feed(Location loc) const { return feeds[static_cast<std::size_t>(-loc - 1)]; }
   void record_error(const Status& error) {
     {
       std::lock_guard lock(error_mutex);
@@ -192,6 +242,75 @@ struct Executor::StepState {
     record_error(step->cancellation->status());
     return true;
   }
+};
+
+struct Executor::StepState : StepErrors {
+  std::vector<Entry> slots;
+  std::unique_ptr<std::atomic<int>[]> pending;
+  std::unique_ptr<std::atomic<int>[]> uses;  // per slot: consumers that have not finished
+  // When the executor tracks dead values: per slot, whether its value is dead, and per node,
+  // whether it was dead. Written before the node's successors are counted down, so they read
+  // them after their own count reached zero.
+  std::unique_ptr<bool[]> slot_dead;
+  std::unique_ptr<bool[]> node_dead;
+  std::atomic<int> outstanding{0};
+
+  const Entry& at(Location loc) const {
+    return loc >= 0 ? slots[static_cast<std::size_t>(loc)] : at_feed(loc);
+  }
+  bool dead_at(Location loc) const { return loc >= 0 && slot_dead[static_cast<std::size_t>(loc)]; }
+};
+
+// One iteration of a frame: the values its ops take (per input) and its ops' counts.
+struct Executor::IterationState {
+  struct Counts {
+    int pending = 0;       // edges still to come (a Merge: control edges)
+    int dead_inputs = 0;   // data inputs that came dead (a Merge's count; else only > 0 matters)
+    bool live = false;     // a Merge: a live input came
+    bool started = false;  // a Merge: it was made ready
+  };
+  std::unique_ptr<Entry[]> inputs;
+  std::unique_ptr<std::uint8_t[]> input_state;  // per input: 0 not come, 1 live, 2 dead
+  std::unique_ptr<Counts[]> counts;             // per op of the frame
+  int outstanding_ops = 0;                      // ready or running
+  int outstanding_frames = 0;                   // loops started in this iteration, not done
+};
+
+// One run of a frame: the step's root frame, or one execution of a loop.
+struct Executor::FrameState {
+  int frame = 0;  // in LoopPlan::frames
+  FrameState* parent = nullptr;
+  std::int64_t parent_iter = 0;
+  std::int64_t first_iter = 0;       // the oldest iteration still kept
+  std::int64_t iteration_count = 0;  // the newest iteration
+  int pending_enters = 0;            // Enters into this run that have not come yet
+  std::deque<std::unique_ptr<IterationState>> iterations;  // first_iter, first_iter + 1, ...
+  struct Constant {
+    int enter;  // plan node
+    Entry value;
+    bool dead;
+  };
+  std::vector<Constant> constants;  // constant Enters' values, for every new iteration
+  struct Deferred {
+    int node;  // a NextIteration whose next iteration had no room yet
+    Entry value;
+  };
+  std::vector<Deferred> deferred;
+  std::vector<int> dead_exits;  // Exits that ran dead (the loop went on, or never ran)
+  std::vector<int> live_exits;  // Exits that passed a value out
+  std::vector<std::unique_ptr<FrameState>> children;  // loops started in this frame's iterations
+
+  IterationState& at(std::int64_t iter) {
+    return *iterations[static_cast<std::size_t>(iter - first_iter)];
+  }
+};
+
+struct Executor::LoopStep : StepErrors {
+  std::mutex mutex;  // every FrameState and IterationState of the step
+  std::unique_ptr<FrameState> root;
+  int outstanding = 0;  // ops ready or running
+  std::vector<Entry> fetched;
+  std::unique_ptr<bool[]> fetched_dead;
 };
 
 inline Executor::Executor(Params params) : params_(std::move(params)) {
@@ -273,6 +392,9 @@ inline Executor::Executor(Params params) : params_(std::move(params)) {
       if (in >= 0) ++slot_uses_[static_cast<std::size_t>(in)];
   for (Location f : fetch_locations_)
     if (f >= 0) ++slot_uses_[static_cast<std::size_t>(f)];
+  std::vector<const detail::Node*> nodes;
+  for (const PlanNode& p : plan_) nodes.push_back(p.node);
+  if (LoopPlan::needed(nodes)) plan_loops(plan_index);
 }
 
 inline void Executor::run_async(StepContext& step, std::vector<Tensor> feeds, ThreadPool* pool,
@@ -280,6 +402,7 @@ inline void Executor::run_async(StepContext& step, std::vector<Tensor> feeds, Th
   if (feeds.size() != params_.feeds.size())
     throw Internal("executor: " + std::to_string(feeds.size()) + " feeds given, " +
                    std::to_string(params_.feeds.size()) + " expected");
+  if (loops_) return run_loop_step(step, std::move(feeds), pool, std::move(done));
   auto* s = new StepState;
   s->step = &step;
   s->pool = pool;
@@ -466,7 +589,7 @@ inline void Executor::record_deadness(StepState* s, const PlanNode& p, int id, b
   s->node_dead[static_cast<std::size_t>(id)] = dead;
 }
 
-inline bool Executor::keep_off_this_thread(const StepState* s, const PlanNode& p,
+inline bool Executor::keep_off_this_thread(const StepErrors* s, const PlanNode& p,
                                            const Entry* const* inputs) const {
   if (!p.expensive || !s->pool || !detail::on_network_thread()) return false;
   if (p.runs_long) return true;
@@ -505,17 +628,9 @@ inline void Executor::complete_step(StepState* s) const {
   if (status.ok()) {
     try {
       fetches.reserve(fetch_locations_.size());
-      for (std::size_t f = 0; f < fetch_locations_.size(); ++f) {
-        const Entry& e = s->at(fetch_locations_[f]);
-        if (tracks_dead_ && s->dead_at(fetch_locations_[f])) {
-          const TensorId& t = params_.fetches[f];
-          throw InvalidArgument("the fetched tensor '" + params_.graph->node(t.node).name + ":" +
-                                std::to_string(t.index) +
-                                "' has no value in this step: it is on the side of a cond that "
-                                "was not taken (fetch the cond's output instead)");
-        }
-        fetches.push_back(e.ref ? e.ref->read() : e.tensor);
-      }
+      for (std::size_t f = 0; f < fetch_locations_.size(); ++f)
+        fetches.push_back(fetched_value(f, s->at(fetch_locations_[f]),
+                                        tracks_dead_ && s->dead_at(fetch_locations_[f])));
     } catch (...) {
       status = Status::from_current_exception();
       fetches.clear();
@@ -523,6 +638,445 @@ inline void Executor::complete_step(StepState* s) const {
   }
   auto done = std::move(s->done);
   owned.reset();  // release step memory before the caller continues
+  done(std::move(status), std::move(fetches));
+}
+
+inline Tensor Executor::fetched_value(std::size_t f, const Entry& e, bool dead) const {
+  if (dead) {
+    const TensorId& t = params_.fetches[f];
+    throw InvalidArgument("the fetched tensor '" + params_.graph->node(t.node).name + ":" +
+                          std::to_string(t.index) +
+                          "' has no value in this step: it is on the side of a cond that "
+                          "was not taken (fetch the cond's output instead)");
+  }
+  return e.ref ? e.ref->read() : e.tensor;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plans with loops.
+
+inline void Executor::plan_loops(const std::vector<int>& plan_index) {
+  std::vector<const detail::Node*> nodes;
+  std::vector<std::vector<bool>> fed;
+  for (const PlanNode& p : plan_) {
+    nodes.push_back(p.node);
+    std::vector<bool> f;
+    for (Location in : p.inputs) f.push_back(in < 0);
+    fed.push_back(std::move(f));
+  }
+  loops_ = std::make_unique<LoopPlan>(nodes, plan_index, fed);
+  for (std::size_t i = 0; i < plan_.size(); ++i) {
+    const int frame = loops_->nodes[i].frame;
+    const std::string& type = plan_[i].node->type;
+    if (frame != 0 && (type == "_Send" || type == "_Recv"))
+      throw InvalidArgument(
+          "while_loop '" + loops_->frame_label(frame) + "': " + describe_op(i) +
+          " carries a value between tasks inside the loop, but a loop's ops must all run on one "
+          "task; build the loop's ops on one device (a ps variable read in the body enters the "
+          "loop once per step)");
+  }
+  loop_fetches_.resize(plan_.size());
+  for (std::size_t f = 0; f < fetch_locations_.size(); ++f) {
+    if (fetch_locations_[f] < 0) continue;  // a fed tensor: the feed itself
+    const TensorId& t = params_.fetches[f];
+    const int src = plan_index[static_cast<std::size_t>(t.node)];
+    const LoopPlan::Node& info = loops_->nodes[static_cast<std::size_t>(src)];
+    // Where the value lives: an Exit's in the enclosing frame, an Enter's in the loop.
+    const int frame = info.kind == LoopPlan::Kind::exit
+                          ? loops_->frames[static_cast<std::size_t>(info.frame)].parent
+                          : (info.kind == LoopPlan::Kind::enter ? info.into_frame : info.frame);
+    if (frame != 0)
+      throw InvalidArgument("the fetched tensor '" + params_.graph->node(t.node).name + ":" +
+                            std::to_string(t.index) + "' is inside while_loop '" +
+                            loops_->frame_label(frame) +
+                            "', where it has a value per iteration; fetch the loop's results");
+    loop_fetches_[static_cast<std::size_t>(src)].emplace_back(t.index, static_cast<int>(f));
+  }
+}
+
+inline void Executor::run_loop_step(StepContext& step, std::vector<Tensor> feeds, ThreadPool* pool,
+                                    DoneCallback done) const {
+  auto* s = new LoopStep;
+  s->step = &step;
+  s->pool = pool;
+  s->done = std::move(done);
+  s->feeds.resize(feeds.size());
+  for (std::size_t i = 0; i < feeds.size(); ++i) s->feeds[i].tensor = std::move(feeds[i]);
+  s->fetched.resize(fetch_locations_.size());
+  s->fetched_dead.reset(new bool[fetch_locations_.size()]());
+  for (std::size_t f = 0; f < fetch_locations_.size(); ++f)
+    if (fetch_locations_[f] < 0) s->fetched[f] = s->at_feed(fetch_locations_[f]);
+  s->root = std::make_unique<FrameState>();
+  std::vector<TaggedNode> ready;
+  {
+    std::lock_guard lock(s->mutex);
+    s->root->iterations.push_back(make_iteration(0));
+    IterationState& root = s->root->at(0);
+    for (int id : loops_->frames[0].members) {
+      const LoopPlan::Node& info = loops_->nodes[static_cast<std::size_t>(id)];
+      if (info.initial_pending > 0) continue;
+      const bool merge = info.kind == LoopPlan::Kind::merge;
+      if (merge && info.data_edges > 0 && !info.fed_input) continue;
+      if (merge) root.counts[static_cast<std::size_t>(info.local)].started = true;
+      ++root.outstanding_ops;
+      ++s->outstanding;
+      ready.push_back(TaggedNode{id, s->root.get(), 0, &root, merge && !info.fed_input});
+    }
+  }
+  if (ready.empty()) {
+    complete_loop_step(s);
+    return;
+  }
+  process_loops(s, std::move(ready));
+}
+
+inline std::unique_ptr<Executor::IterationState> Executor::make_iteration(int frame) const {
+  const LoopPlan::Frame& info = loops_->frames[static_cast<std::size_t>(frame)];
+  auto it = std::make_unique<IterationState>();
+  it->inputs.reset(new Entry[static_cast<std::size_t>(info.num_inputs)]);
+  it->input_state.reset(new std::uint8_t[static_cast<std::size_t>(info.num_inputs)]());
+  it->counts.reset(new IterationState::Counts[static_cast<std::size_t>(info.num_nodes)]);
+  for (int id : info.members) {
+    const LoopPlan::Node& node = loops_->nodes[static_cast<std::size_t>(id)];
+    it->counts[static_cast<std::size_t>(node.local)].pending = node.initial_pending;
+  }
+  return it;
+}
+
+inline void Executor::process_loops(LoopStep* s, std::vector<TaggedNode> ready) const {
+  while (!ready.empty()) {
+    const TaggedNode t = ready.back();
+    ready.pop_back();
+    const PlanNode& p = plan_[static_cast<std::size_t>(t.id)];
+    if (s->stopped()) {
+      finish_loop_node(s, t, nullptr, nullptr, false, ready);
+      continue;
+    }
+    // An expensive op, with others ready here: to the pool, so that they run side by side.
+    if (p.expensive && s->pool && !ready.empty()) {
+      try {
+        s->pool->submit([this, s, t] { process_loops(s, {t}); });
+        continue;
+      } catch (...) {  // the pool could not take it: run it here
+      }
+    }
+    const std::size_t num_outputs = p.node->outputs.size();
+    if (t.dead && !p.handles_dead) {  // on the untaken side of a Switch: skipped
+      const boost::container::small_vector<bool, 8> all_dead(num_outputs + 1, true);
+      finish_loop_node(s, t, nullptr, all_dead.data(), true, ready);
+      continue;
+    }
+    try {
+      if (p.async_kernel) {
+        run_async_loop_node(s, t, ready);
+        continue;
+      }
+      // A synchronous kernel's inputs and outputs stay on this stack while it runs.
+      boost::container::small_vector<const Entry*, 8> inputs(p.inputs.size());
+      boost::container::small_vector<Entry, 4> outputs(num_outputs);
+      boost::container::small_vector<bool, 16> flags(num_outputs + p.inputs.size() + 1, false);
+      const DeadValues dead =
+          loop_node_inputs(s, t, inputs.data(), flags.data(), flags.data() + num_outputs);
+      if (keep_off_this_thread(s, p, inputs.data())) {
+        s->pool->submit([this, s, t] { process_loops(s, {t}); });
+        continue;
+      }
+      StepStatsCollector* const stats = s->step->stats;
+      StepActivity* const activity = s->step->activity;
+      const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
+      if (activity) activity->started(static_cast<std::size_t>(t.id));
+      bool ran = true;
+      try {
+        OpKernelContext ctx(*p.node, *p.device, *s->step, inputs.data(), outputs.data(), dead);
+        ctx.allow_moving_inputs(movable_inputs(p));
+        p.kernel->compute(ctx);
+      } catch (...) {
+        ran = false;
+        s->record_error(Status::from_current_exception().with_context(
+            p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+      }
+      if (activity) activity->ended(static_cast<std::size_t>(t.id));
+      if (stats) record(*stats, p, trace_thread_id(), start_ns);
+      finish_loop_node(s, t, outputs.data(), flags.data(), ran, ready);
+    } catch (...) {
+      // Something around the kernel failed (an allocation, a hand-off): the step fails typed,
+      // and the op still counts as done so the step ends.
+      s->record_error(Status::from_current_exception().with_context(
+          "running " + p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+      finish_loop_node(s, t, nullptr, nullptr, false, ready);
+    }
+  }
+}
+
+inline DeadValues Executor::loop_node_inputs(LoopStep* s, const TaggedNode& t, const Entry** inputs,
+                                             bool* outputs_dead, bool* input_dead) const {
+  const PlanNode& p = plan_[static_cast<std::size_t>(t.id)];
+  const std::size_t base =
+      static_cast<std::size_t>(loops_->nodes[static_cast<std::size_t>(t.id)].input_base);
+  for (std::size_t k = 0; k < p.inputs.size(); ++k)
+    inputs[k] = p.inputs[k] < 0 ? &s->at_feed(p.inputs[k]) : &t.state->inputs[base + k];
+  DeadValues dead;
+  dead.any_input = t.dead;
+  dead.outputs = outputs_dead;
+  if (p.handles_dead) {  // a Merge's later inputs may still be coming: read under the lock
+    std::lock_guard lock(s->mutex);
+    for (std::size_t k = 0; k < p.inputs.size(); ++k)
+      input_dead[k] = p.inputs[k] >= 0 && t.state->input_state[base + k] != 1;
+    dead.inputs = input_dead;
+  }
+  return dead;
+}
+
+inline void Executor::run_async_loop_node(LoopStep* s, const TaggedNode& t,
+                                          std::vector<TaggedNode>& ready) const {
+  const PlanNode& p = plan_[static_cast<std::size_t>(t.id)];
+  struct Call {  // what the kernel uses until it calls back
+    std::vector<const Entry*> inputs;
+    std::vector<Entry> outputs;
+    std::unique_ptr<bool[]> flags;  // outputs' dead flags, then inputs'
+    std::unique_ptr<OpKernelContext> ctx;
+  };
+  const std::size_t num_outputs = p.node->outputs.size();
+  auto call = std::make_shared<Call>();
+  call->inputs.resize(p.inputs.size());
+  call->outputs.resize(num_outputs);
+  call->flags.reset(new bool[num_outputs + p.inputs.size() + 1]());
+  const DeadValues dead = loop_node_inputs(s, t, call->inputs.data(), call->flags.get(),
+                                           call->flags.get() + num_outputs);
+  call->ctx = std::make_unique<OpKernelContext>(*p.node, *p.device, *s->step, call->inputs.data(),
+                                                call->outputs.data(), dead);
+  StepStatsCollector* const stats = s->step->stats;
+  StepActivity* const activity = s->step->activity;
+  const std::uint32_t thread = stats ? trace_thread_id() : 0;
+  const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
+  if (activity) activity->started(static_cast<std::size_t>(t.id));
+  try {
+    p.async_kernel->compute_async(
+        *call->ctx, [this, s, t, call, stats, activity, thread, start_ns](Status status) {
+          const PlanNode& node = plan_[static_cast<std::size_t>(t.id)];
+          if (stats) record(*stats, node, thread, start_ns);
+          if (activity) activity->ended(static_cast<std::size_t>(t.id));
+          if (!status.ok())
+            s->record_error(status.with_context(node.node->type + " '" + node.node->name + "' on " +
+                                                node.device->name()));
+          std::vector<TaggedNode> next;
+          finish_loop_node(s, t, call->outputs.data(), call->flags.get(), status.ok(), next);
+          process_loops(s, std::move(next));
+        });
+  } catch (...) {
+    if (activity) activity->ended(static_cast<std::size_t>(t.id));
+    s->record_error(Status::from_current_exception().with_context(
+        p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+    finish_loop_node(s, t, nullptr, nullptr, false, ready);
+  }
+}
+
+inline void Executor::finish_loop_node(LoopStep* s, const TaggedNode& t, Entry* outputs,
+                                       const bool* outputs_dead, bool pass_on,
+                                       std::vector<TaggedNode>& ready) const {
+  bool step_done = false;
+  {
+    std::lock_guard lock(s->mutex);
+    if (pass_on && !s->failed.load(std::memory_order_acquire)) {
+      try {
+        propagate(s, t, outputs, outputs_dead, ready);
+      } catch (...) {
+        s->record_error(Status::from_current_exception().with_context(
+            "passing on the outputs of " + plan_[static_cast<std::size_t>(t.id)].node->name));
+      }
+    }
+    // Its inputs are its own (each input slot has one consumer): free them now.
+    const LoopPlan::Node& info = loops_->nodes[static_cast<std::size_t>(t.id)];
+    if (info.kind != LoopPlan::Kind::merge)
+      for (std::size_t k = 0; k < plan_[static_cast<std::size_t>(t.id)].inputs.size(); ++k)
+        t.state->inputs[static_cast<std::size_t>(info.input_base) + k] = Entry{};
+    --t.state->outstanding_ops;
+    if (t.frame != s->root.get()) clean_up_iterations(s, t.frame, ready);
+    step_done = --s->outstanding == 0;
+  }
+  if (step_done) complete_loop_step(s);
+}
+
+inline void Executor::propagate(LoopStep* s, const TaggedNode& t, Entry* outputs,
+                                const bool* outputs_dead, std::vector<TaggedNode>& ready) const {
+  const Entry none;
+  auto value = [&](int k) -> const Entry& { return outputs_dead[k] ? none : outputs[k]; };
+  const LoopPlan::Node& info = loops_->nodes[static_cast<std::size_t>(t.id)];
+  const std::size_t num_outputs = plan_[static_cast<std::size_t>(t.id)].node->outputs.size();
+  bool node_dead = num_outputs == 0 ? t.dead : true;
+  for (std::size_t k = 0; k < num_outputs; ++k) node_dead = node_dead && outputs_dead[k];
+  FrameState* frame = t.frame;
+  switch (info.kind) {
+    case LoopPlan::Kind::enter: {
+      FrameState* child = child_frame(s, frame, t.iter, info.into_frame);
+      if (info.constant) {
+        child->constants.push_back(FrameState::Constant{t.id, value(0), outputs_dead[0]});
+        for (std::int64_t i = child->first_iter; i <= child->iteration_count; ++i)
+          deliver(s, child, i, t.id, outputs, false, outputs_dead, node_dead, ready);
+      } else {
+        deliver(s, child, 0, t.id, outputs, true, outputs_dead, node_dead, ready);
+      }
+      --child->pending_enters;
+      clean_up_iterations(s, child, ready);
+      return;
+    }
+    case LoopPlan::Kind::exit:
+      if (outputs_dead[0]) {  // the loop goes on, or never ran: known when its frame is done
+        if (std::find(frame->dead_exits.begin(), frame->dead_exits.end(), t.id) ==
+            frame->dead_exits.end())
+          frame->dead_exits.push_back(t.id);
+        return;
+      }
+      frame->live_exits.push_back(t.id);
+      if (frame->parent == s->root.get()) record_fetches(s, t.id, outputs, outputs_dead);
+      deliver(s, frame->parent, frame->parent_iter, t.id, outputs, true, outputs_dead, false,
+              ready);
+      return;
+    case LoopPlan::Kind::next_iteration: {
+      if (outputs_dead[0]) return;  // the loop ended in this iteration
+      const std::int64_t next = t.iter + 1;
+      if (next > frame->iteration_count) {
+        const std::int64_t running = frame->iteration_count - frame->first_iter + 1;
+        if (running >= loops_->frames[static_cast<std::size_t>(frame->frame)].parallel_iterations) {
+          frame->deferred.push_back(FrameState::Deferred{t.id, std::move(outputs[0])});
+          return;
+        }
+        new_iteration(s, frame, ready);
+      }
+      deliver(s, frame, next, t.id, outputs, true, outputs_dead, false, ready);
+      return;
+    }
+    default:
+      if (frame == s->root.get()) record_fetches(s, t.id, outputs, outputs_dead);
+      deliver(s, frame, t.iter, t.id, outputs, true, outputs_dead, node_dead, ready);
+  }
+}
+
+inline void Executor::deliver(LoopStep* s, FrameState* frame, std::int64_t iter, int src,
+                              Entry* outputs, bool movable, const bool* outputs_dead,
+                              bool node_dead, std::vector<TaggedNode>& ready) const {
+  IterationState& it = frame->at(iter);
+  for (const LoopPlan::Edge& e : loops_->out_edges[static_cast<std::size_t>(src)]) {
+    const LoopPlan::Node& dst = loops_->nodes[static_cast<std::size_t>(e.dst)];
+    IterationState::Counts& c = it.counts[static_cast<std::size_t>(dst.local)];
+    bool dead = node_dead;
+    if (e.dst_input >= 0) {
+      dead = outputs_dead[e.src_output];
+      const std::size_t slot = static_cast<std::size_t>(dst.input_base + e.dst_input);
+      if (dead)
+        it.inputs[slot] = Entry{};
+      else if (movable && e.last_use)
+        it.inputs[slot] = std::move(outputs[e.src_output]);
+      else
+        it.inputs[slot] = outputs[e.src_output];
+      it.input_state[slot] = dead ? 2 : 1;
+    }
+    bool ready_dead = false;
+    if (dst.kind == LoopPlan::Kind::merge) {
+      if (e.dst_input < 0)
+        --c.pending;
+      else if (dead)
+        ++c.dead_inputs;
+      else
+        c.live = true;
+      if (c.started || c.pending > 0) continue;
+      const bool live = c.live || dst.fed_input;
+      if (!live && c.dead_inputs < dst.data_edges) continue;
+      c.started = true;
+      ready_dead = !live;
+    } else {
+      if (dead) ++c.dead_inputs;
+      if (--c.pending > 0) continue;
+      ready_dead = c.dead_inputs > 0;
+    }
+    ++it.outstanding_ops;
+    ++s->outstanding;
+    ready.push_back(TaggedNode{e.dst, frame, iter, &it, ready_dead});
+  }
+}
+
+inline void Executor::new_iteration(LoopStep* s, FrameState* frame,
+                                    std::vector<TaggedNode>& ready) const {
+  frame->iterations.push_back(make_iteration(frame->frame));
+  const std::int64_t iter = ++frame->iteration_count;
+  for (FrameState::Constant& c : frame->constants)
+    deliver(s, frame, iter, c.enter, &c.value, false, &c.dead, c.dead, ready);
+}
+
+inline Executor::FrameState* Executor::child_frame(LoopStep*, FrameState* parent, std::int64_t iter,
+                                                   int frame) const {
+  for (const auto& child : parent->children)
+    if (child->frame == frame && child->parent_iter == iter) return child.get();
+  auto child = std::make_unique<FrameState>();
+  child->frame = frame;
+  child->parent = parent;
+  child->parent_iter = iter;
+  child->pending_enters = loops_->frames[static_cast<std::size_t>(frame)].num_enters;
+  child->iterations.push_back(make_iteration(frame));
+  ++parent->at(iter).outstanding_frames;
+  parent->children.push_back(std::move(child));
+  return parent->children.back().get();
+}
+
+inline void Executor::clean_up_iterations(LoopStep* s, FrameState* frame,
+                                          std::vector<TaggedNode>& ready) const {
+  // The oldest iteration is done once its ops and loops are, and (the first) all Enters came.
+  while (!frame->iterations.empty()) {
+    const IterationState& oldest = *frame->iterations.front();
+    if (oldest.outstanding_ops > 0 || oldest.outstanding_frames > 0) return;
+    if (frame->first_iter == 0 && frame->pending_enters > 0) return;
+    frame->iterations.pop_front();
+    ++frame->first_iter;
+    if (!frame->deferred.empty()) {  // NextIterations that waited for room
+      new_iteration(s, frame, ready);
+      for (FrameState::Deferred& d : frame->deferred) {
+        const bool live = false;
+        deliver(s, frame, frame->iteration_count, d.node, &d.value, true, &live, false, ready);
+      }
+      frame->deferred.clear();
+    }
+  }
+  // The loop is done: Exits that never passed a live value pass a dead one.
+  FrameState* parent = frame->parent;
+  const std::int64_t parent_iter = frame->parent_iter;
+  const bool dead = true;
+  Entry none;
+  for (int exit : frame->dead_exits)
+    if (std::find(frame->live_exits.begin(), frame->live_exits.end(), exit) ==
+        frame->live_exits.end()) {
+      deliver(s, parent, parent_iter, exit, &none, false, &dead, true, ready);
+      if (parent == s->root.get()) record_fetches(s, exit, &none, &dead);
+    }
+  --parent->at(parent_iter).outstanding_frames;
+  auto& siblings = parent->children;
+  siblings.erase(std::find_if(siblings.begin(), siblings.end(),
+                              [frame](const auto& child) { return child.get() == frame; }));
+  if (parent != s->root.get()) clean_up_iterations(s, parent, ready);
+}
+
+inline void Executor::record_fetches(LoopStep* s, int id, const Entry* outputs,
+                                     const bool* outputs_dead) const {
+  for (const auto& [output, f] : loop_fetches_[static_cast<std::size_t>(id)]) {
+    s->fetched[static_cast<std::size_t>(f)] = outputs_dead[output] ? Entry{} : outputs[output];
+    s->fetched_dead[static_cast<std::size_t>(f)] = outputs_dead[output];
+  }
+}
+
+inline void Executor::complete_loop_step(LoopStep* s) const {
+  std::unique_ptr<LoopStep> owned(s);
+  std::vector<Tensor> fetches;
+  Status status = s->status;
+  if (status.ok()) {
+    try {
+      for (std::size_t f = 0; f < s->fetched.size(); ++f)
+        fetches.push_back(fetched_value(f, s->fetched[f], s->fetched_dead[f]));
+    } catch (...) {
+      status = Status::from_current_exception();
+      fetches.clear();
+    }
+  }
+  auto done = std::move(s->done);
+  owned.reset();
   done(std::move(status), std::move(fetches));
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "psflow/core/compilation.hpp"
@@ -120,9 +121,16 @@ class OpKernelContext {
   void set_output_ref(int i, VariableResource* ref) { outputs_[i].ref = ref; }
   // Output `out` is input `in` as it came: a tensor, or the same variable reference.
   void forward_input(int in, int out) {
+    if (in < 64 && ((movable_inputs_ >> in) & 1)) {
+      outputs_[out] = std::move(*const_cast<Entry*>(inputs_[in]));
+      return;
+    }
     outputs_[out].tensor = inputs_[in]->tensor;
     outputs_[out].ref = inputs_[in]->ref;
   }
+  // For an executor whose inputs belong to this op alone (runtime/executor.hpp, in a loop's
+  // frames): bit i set lets forward_input move input i instead of copying it.
+  void allow_moving_inputs(std::uint64_t mask) noexcept { movable_inputs_ = mask; }
 
   // Dead values, for the kernels that see them (OpKernel::handles_dead_inputs): whether input
   // i is dead, whether any data or control input is, and making output i dead.
@@ -152,6 +160,7 @@ class OpKernelContext {
   const Entry* const* inputs_;
   Entry* outputs_;
   DeadValues dead_;
+  std::uint64_t movable_inputs_ = 0;
   std::vector<Tensor> derefs_;  // storage for variable reads
 };
 

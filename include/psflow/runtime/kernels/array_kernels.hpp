@@ -669,6 +669,7 @@ PSFLOW_REGISTERED_AT_STARTUP const bool array_kernels_registered = [] {
   r.add<PlaceholderKernel>("Placeholder");
   r.add<FillKernel>("Fill");
   r.add<IdentityKernel>("Identity");
+  r.add<IdentityKernel>("StopGradient");
   r.add<IdentityKernel>("PlaceholderWithDefault");  // runs only when nothing is fed in its place
   r.add<ReshapeKernel>("Reshape");
   r.add<ConcatKernel>("ConcatV2");

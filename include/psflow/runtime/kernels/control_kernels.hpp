@@ -1,5 +1,7 @@
-// Kernels of NoOp (graph/control_ops.hpp), and of Switch, RefSwitch and Merge (graph/cond.hpp),
-// which make and consume the dead values of the executor (runtime/executor.hpp).
+// Kernels of NoOp (graph/control_ops.hpp), of Switch, RefSwitch and Merge (graph/cond.hpp),
+// which make and consume the dead values of the executor (runtime/executor.hpp), and of a
+// while_loop's Enter, Exit, NextIteration and LoopCond (graph/while_loop.hpp), which pass their
+// input on: the executor moves it between the loop's frames and iterations.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include "psflow/core/compilation.hpp"
 #include "psflow/graph/cond.hpp"
 #include "psflow/graph/control_ops.hpp"
+#include "psflow/graph/while_loop.hpp"
 #include "psflow/runtime/kernel.hpp"
 
 namespace psflow {
@@ -55,11 +58,26 @@ class MergeKernel : public OpKernel {
   bool handles_dead_inputs() const override { return true; }
 };
 
+// Output 0 is input 0, a tensor or a variable reference.
+class ForwardKernel : public OpKernel {
+ public:
+  explicit ForwardKernel(const OpKernelConstruction&) {}
+  void compute(OpKernelContext& ctx) override { ctx.forward_input(0, 0); }
+  bool is_expensive() const override { return false; }
+};
+
 PSFLOW_REGISTERED_AT_STARTUP const bool control_kernels_registered =
     KernelRegistry::global().add<NoOpKernel>("NoOp") &&
     KernelRegistry::global().add<SwitchKernel>("Switch") &&
     KernelRegistry::global().add<SwitchKernel>("RefSwitch") &&
-    KernelRegistry::global().add<MergeKernel>("Merge");
+    KernelRegistry::global().add<MergeKernel>("Merge") &&
+    KernelRegistry::global().add<ForwardKernel>("Enter") &&
+    KernelRegistry::global().add<ForwardKernel>("RefEnter") &&
+    KernelRegistry::global().add<ForwardKernel>("Exit") &&
+    KernelRegistry::global().add<ForwardKernel>("RefExit") &&
+    KernelRegistry::global().add<ForwardKernel>("NextIteration") &&
+    KernelRegistry::global().add<ForwardKernel>("RefNextIteration") &&
+    KernelRegistry::global().add<ForwardKernel>("LoopCond");
 
 }  // namespace detail
 
