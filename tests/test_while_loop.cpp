@@ -235,13 +235,16 @@ TEST_CASE("fetching a value inside a loop is refused; the gradient says it is no
   CHECK(sess.run({dx}, {{x, Tensor(0.5)}})[0].scalar<double>() == 1.0);
 }
 
-TEST_CASE("a ps variable read in the body enters the loop once per step") {
+TEST_CASE(
+    "a ps variable read in the body enters the loop once per step; a dead loop's result "
+    "crosses tasks") {
   using namespace std::chrono_literals;
   testing::LocalCluster cluster(1, 1);
   Server worker(cluster.spec(), "worker", 0, cluster.quiet());
   Graph g;
   Variable w;
   std::vector<Output> out;
+  Output pred, z;
   {
     auto placement = g.device(train::replica_device_setter(
         {.worker_device = "/job:worker/task:0", .cluster = cluster.spec()}));
@@ -252,6 +255,20 @@ TEST_CASE("a ps variable read in the body enters the loop once per step") {
           return std::vector<Output>{v[0] + 1.0, v[1] * ops::cast(w.value(), DType::float64)};
         },
         {scalar(g, 0.0), scalar(g, 1.0)});
+    // A loop on the worker in a branch whose result goes on to the ps: when the branch is not
+    // taken, the loop's result is dead, crosses to the ps as such, and nothing waits for it.
+    pred = ops::placeholder(g, DType::boolean, {}, "pred");
+    z = ops::cond(
+        pred,
+        [&] {
+          const Output r = ops::while_loop(
+              [&](const std::vector<Output>& v) { return ops::less(v[0], scalar(g, 5.0)); },
+              [&](const std::vector<Output>& v) { return std::vector<Output>{v[0] + 1.0}; },
+              {scalar(g, 0.0)})[0];
+          auto on_the_ps = g.device("/job:ps/task:0");
+          return std::vector<Output>{r * 3.0};
+        },
+        [&] { return std::vector<Output>{scalar(g, -1.0)}; })[0];
   }
   Session sess(g, worker.target());
   sess.run(global_variables_initializer(g));
@@ -263,6 +280,9 @@ TEST_CASE("a ps variable read in the body enters the loop once per step") {
   int received = 0;
   for (const Transfer& t : plan->transfers) received += t.tensor == w.value().name() ? 1 : 0;
   CHECK(received == 1);
+  const RunOptions bounded{.timeout_in_ms = 20000};
+  CHECK(sess.run(bounded, {z}, {{pred, Tensor(true)}}, {}, nullptr)[0].scalar<double>() == 15.0);
+  CHECK(sess.run(bounded, {z}, {{pred, Tensor(false)}}, {}, nullptr)[0].scalar<double>() == -1.0);
   CHECK(worker.stop_job("ps") == 1);
   REQUIRE(cluster.ps[0]->wait_for(10s));
 }

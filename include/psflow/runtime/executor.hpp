@@ -296,8 +296,7 @@ struct Executor::FrameState {
     Entry value;
   };
   std::vector<Deferred> deferred;
-  std::vector<int> dead_exits;  // Exits that ran dead (the loop went on, or never ran)
-  std::vector<int> live_exits;  // Exits that passed a value out
+  std::vector<int> live_exits;                        // Exits that passed a value out
   std::vector<std::unique_ptr<FrameState>> children;  // loops started in this frame's iterations
 
   IterationState& at(std::int64_t iter) {
@@ -921,12 +920,7 @@ inline void Executor::propagate(LoopStep* s, const TaggedNode& t, Entry* outputs
       return;
     }
     case LoopPlan::Kind::exit:
-      if (outputs_dead[0]) {  // the loop goes on, or never ran: known when its frame is done
-        if (std::find(frame->dead_exits.begin(), frame->dead_exits.end(), t.id) ==
-            frame->dead_exits.end())
-          frame->dead_exits.push_back(t.id);
-        return;
-      }
+      if (outputs_dead[0]) return;  // the loop goes on, or never ran: seen when it is done
       frame->live_exits.push_back(t.id);
       if (frame->parent == s->root.get()) record_fetches(s, t.id, outputs, outputs_dead);
       deliver(s, frame->parent, frame->parent_iter, t.id, outputs, true, outputs_dead, false,
@@ -1036,12 +1030,13 @@ inline void Executor::clean_up_iterations(LoopStep* s, FrameState* frame,
       frame->deferred.clear();
     }
   }
-  // The loop is done: Exits that never passed a live value pass a dead one.
+  // The loop is done: Exits that never passed a live value pass a dead one (all of them when
+  // the loop's inputs were dead: its first Merges then never ran, nor did its Exits).
   FrameState* parent = frame->parent;
   const std::int64_t parent_iter = frame->parent_iter;
   const bool dead = true;
   Entry none;
-  for (int exit : frame->dead_exits)
+  for (int exit : loops_->frames[static_cast<std::size_t>(frame->frame)].exits)
     if (std::find(frame->live_exits.begin(), frame->live_exits.end(), exit) ==
         frame->live_exits.end()) {
       deliver(s, parent, parent_iter, exit, &none, false, &dead, true, ready);

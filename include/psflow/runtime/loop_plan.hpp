@@ -31,6 +31,7 @@ struct LoopPlan {
     int num_inputs = 0;        // input slots of an iteration
     int num_enters = 0;        // Enters whose value comes into this frame, once per frame instance
     std::vector<int> members;  // its plan nodes
+    std::vector<int> exits;    // its Exits, whose values leave it
   };
   struct Node {
     Kind kind = Kind::plain;
@@ -111,7 +112,7 @@ struct LoopPlan {
     }
 
     // Each op's frame: a walk from the plan's sources, which run in the root frame.
-    frames.push_back(Frame{-1, "", 1, 0, 0, 0, {}});
+    frames.push_back(Frame{-1, "", 1, 0, 0, 0, {}, {}});
     std::unordered_map<std::string, int> child_frames;  // "<parent>|<name>" -> frame
     std::vector<int> stack;
     for (std::size_t i = 0; i < n; ++i)
@@ -139,6 +140,7 @@ struct LoopPlan {
                     0,
                     0,
                     0,
+                    {},
                     {}});
         }
         to = it->second;
@@ -170,6 +172,7 @@ struct LoopPlan {
         throw InvalidArgument("'" + nodes[i]->name + "' lies on a cycle that is no while_loop");
       Frame& frame = frames[static_cast<std::size_t>(info.frame)];
       frame.members.push_back(static_cast<int>(i));
+      if (info.kind == Kind::exit) frame.exits.push_back(static_cast<int>(i));
       info.local = frame.num_nodes++;
       info.input_base = frame.num_inputs;
       frame.num_inputs += static_cast<int>(nodes[i]->inputs.size());
