@@ -117,7 +117,7 @@ TEST_CASE("nested loops: an inner loop runs in every iteration of the outer one"
   CHECK(sess.run({out[1]})[0].scalar<double>() == 0.0 + 0 + 1 + 3);
 }
 
-TEST_CASE("a loop in a cond's branch runs only when the branch is taken; a cond in a loop") {
+TEST_CASE("a loop in a cond's branch runs only when the branch is taken, and a cond in a loop") {
   Graph g;
   const Output pred = ops::placeholder(g, DType::boolean, {}, "pred");
   const Output y = ops::cond(
@@ -212,7 +212,7 @@ TEST_CASE("a bad loop is refused when it is built, naming the loop variable") {
       Contains("does not fit its shape invariant"));
 }
 
-TEST_CASE("fetching a value inside a loop is refused; the gradient says it is not built") {
+TEST_CASE("fetching a value inside a loop is refused, and the gradient says it is not built") {
   Graph g;
   Output inside;
   const Output x = ops::placeholder(g, DType::float64, {}, "x");
@@ -236,7 +236,7 @@ TEST_CASE("fetching a value inside a loop is refused; the gradient says it is no
 }
 
 TEST_CASE(
-    "a ps variable read in the body enters the loop once per step; a dead loop's result "
+    "a ps variable read in the body enters the loop once per step, and a dead loop's result "
     "crosses tasks") {
   using namespace std::chrono_literals;
   testing::LocalCluster cluster(1, 1);
