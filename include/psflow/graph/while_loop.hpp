@@ -39,6 +39,7 @@
 #include "psflow/graph/array_ops.hpp"
 #include "psflow/graph/cond.hpp"
 #include "psflow/graph/logic_ops.hpp"
+#include "psflow/graph/math_ops.hpp"
 #include "psflow/graph/op_builder.hpp"
 
 namespace psflow {
