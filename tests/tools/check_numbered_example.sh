@@ -88,6 +88,19 @@ case "$check" in
     expect_number all "last loss " "<" 0.01
     expect "w = 3.0"
     ;;
+  07_rnn)
+    # Under a sanitizer (PSFLOW_SANITIZED=1, set by CMake) 300 steps, to see the loop and its
+    # gradient run across processes; else the whole training, to its target.
+    steps=10000
+    [[ "${PSFLOW_SANITIZED:-0}" == 1 ]] && steps=300
+    "$src/examples/03_between_graph_training/run_cluster.sh" --workers 2 --timeout 240 "$bin" \
+      --train_steps=$steps > "$log" 2>&1 || fail "run_cluster.sh exited $?"
+    expect "[worker0] worker 0 done:"
+    expect "[worker1] worker 1 done:"
+    expect "[run_cluster] ps0 exited 0"
+    expect_number all "(predicting the mean: " ">" 1  # the error to beat: about 1.7
+    [[ $steps == 300 ]] || expect_number all "held-out mse " "<" 0.01
+    ;;
   *) echo "check_numbered_example: unknown check '$check'"; exit 2 ;;
 esac
 echo "passed: $check ($(basename "$bin"))"

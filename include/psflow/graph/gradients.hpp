@@ -27,6 +27,8 @@
 //   so the backward pass of an op runs where its forward pass ran and needs no extra transfers
 //   (like TF's colocate_gradients_with_ops=True, but without pinning). An AddN is created on
 //   the device of its first contribution; OnesLike(y) / ZerosLike(x) on the device of y / x.
+// - A while_loop is differentiated as a whole when the walk reaches its results (its Exits):
+//   graph/while_loop_gradient.hpp builds a loop that runs its iterations backwards.
 // - SoftmaxCrossEntropyWithLogits backpropagates into logits only, like TF1's
 //   softmax_cross_entropy_with_logits (v1), which stops the gradient into labels.
 //
@@ -34,6 +36,7 @@
 // same graph. The registry itself is thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -44,6 +47,7 @@
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/gradient_registry.hpp"
 #include "psflow/graph/sparse_ops.hpp"
+#include "psflow/graph/while_loop_gradient.hpp"
 
 namespace psflow {
 
@@ -89,39 +93,67 @@ PSFLOW_DECL std::optional<IndexedSlices> concatenated_slices(const std::vector<O
   return IndexedSlices{ops::concat(values, 0), ops::concat(indices, 0), dense_shape};
 }
 
-// One call of gradients(): which ops lie between the xs and y, and the gradient contributions
-// collected so far per tensor.
+// One call of gradients(), or the differentiation of a while_loop's body for its gradient
+// (`loop`: that loop's context): which ops lie between the xs and the ys, and the gradient
+// contributions collected so far per tensor.
 class GradientWalk {
  public:
-  GradientWalk(Graph& graph, const Output& y, const std::vector<Output>& xs)
-      : graph_(graph), y_(y) {
+  // grad_ys[i]: the gradient flowing into ys[i]; empty (or grad_ys shorter): OnesLike(ys[i]).
+  GradientWalk(Graph& graph, const std::vector<Output>& ys, const std::vector<Output>& grad_ys,
+               const std::vector<Output>& xs, int loop = -1)
+      : graph_(graph), ys_(ys), loop_(loop) {
     for (const auto& x : xs) xs_.insert(key_of(x));
-    const int n = y.op().id() + 1;  // nodes are appended after their inputs: none later feeds y
+    int n = 0;  // nodes are appended after their inputs: none later feeds a y
+    for (const auto& y : ys) n = std::max(n, y.op().id() + 1);
     reaches_y_.assign(static_cast<std::size_t>(n), false);
-    reaches_y_[static_cast<std::size_t>(n - 1)] = true;
-    for (int id = n - 1; id >= 0; --id)
-      if (reaches_y_[static_cast<std::size_t>(id)])
-        for (const auto& in : graph.node(id).inputs)
-          if (in.node < n)  // a while_loop's back edge comes from a later node: not y's input
-            reaches_y_[static_cast<std::size_t>(in.node)] = true;
+    for (const auto& y : ys) reaches_y_[static_cast<std::size_t>(y.op().id())] = true;
+    // Until nothing changes: a while_loop's back edge comes from a later node.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int id = n - 1; id >= 0; --id)
+        if (reaches_y_[static_cast<std::size_t>(id)])
+          for (const auto& in : graph.node(id).inputs)
+            if (in.node < n && !reaches_y_[static_cast<std::size_t>(in.node)]) {
+              reaches_y_[static_cast<std::size_t>(in.node)] = true;
+              changed = changed || in.node > id;
+            }
+    }
     from_x_.assign(static_cast<std::size_t>(n), false);
-    for (int id = 0; id < n; ++id)
-      for (const auto& in : graph.node(id).inputs)
-        if (on_path({in.node, in.index})) from_x_[static_cast<std::size_t>(id)] = true;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int id = 0; id < n; ++id)
+        if (!from_x_[static_cast<std::size_t>(id)])
+          for (const auto& in : graph.node(id).inputs)
+            if (on_path({in.node, in.index})) {
+              from_x_[static_cast<std::size_t>(id)] = true;
+              changed = true;
+              break;
+            }
+    }
+    for (std::size_t i = 0; i < ys.size(); ++i) {
+      const Output& y = ys[i];
+      if (!on_path(key_of(y))) continue;
+      if (i < grad_ys.size() && grad_ys[i].valid()) {
+        pending_[key_of(y)].push_back(grad_ys[i]);
+      } else {
+        auto device = graph_.device(y.op().device());
+        pending_[key_of(y)].push_back(ops::ones_like(y, "OnesLike"));
+      }
+    }
   }
 
-  std::vector<Output> run(const std::vector<Output>& xs) {
-    if (on_path(key_of(y_))) {
-      auto device = graph_.device(y_.op().device());
-      pending_[key_of(y_)].push_back(ops::ones_like(y_, "OnesLike"));
-    }
-    for (int id = y_.op().id(); id >= 0; --id)
-      if (reaches_y_[static_cast<std::size_t>(id)] && from_x_[static_cast<std::size_t>(id)])
-        backprop(Operation(&graph_, id));
+  // The gradient of each x; an x that gets none gets ZerosLike(x) when `zeros_for_none`, else
+  // an empty Output.
+  std::vector<Output> run(const std::vector<Output>& xs, bool zeros_for_none) {
+    for (int id = static_cast<int>(reaches_y_.size()) - 1; id >= 0; --id)
+      if (reaches_y_[static_cast<std::size_t>(id)] && from_x_[static_cast<std::size_t>(id)]) {
+        const Operation op(&graph_, id);
+        if (!in_control_flow(op)) backprop(op);
+      }
     std::vector<Output> result;
     for (const auto& x : xs) {
       Output g = aggregated(key_of(x));
-      if (!g.valid()) {
+      if (!g.valid() && zeros_for_none) {
         auto device = graph_.device(x.op().device());
         g = ops::zeros_like(x, "ZerosLike");
         pending_[key_of(x)] = {g};  // one ZerosLike per x even when it is asked for twice
@@ -153,6 +185,78 @@ class GradientWalk {
     return list.front();
   }
 
+  // The outermost while_loop around `context` that lies inside this walk's loop (nullptr: none).
+  WhileContext* loop_around(int context) const {
+    WhileContext* found = nullptr;
+    for (int c = context; c >= 0 && c != loop_; c = graph_.context(c)->outer())
+      if (auto* loop = dynamic_cast<WhileContext*>(graph_.context(c))) found = loop;
+    return found;
+  }
+
+  // True when `op` is left to a while_loop's gradient (or to nobody): the ops of a loop are
+  // differentiated together, when the walk reaches the loop's results, its Exits.
+  bool in_control_flow(const Operation& op) {
+    const int context = op.node().context;
+    if (context == loop_) return loop_ >= 0 && is_loop_structure(op.type());
+    WhileContext* loop = loop_around(context);
+    if (loop_ >= 0) {
+      if (!graph_.context_within(context, loop_)) return true;  // outside the body: not reached
+      throw InvalidArgument("gradients: '" + op.name() + "' lies in " +
+                            (loop ? loop->label() : graph_.context(context)->label()) +
+                            ", inside the body of " + graph_.context(loop_)->label() +
+                            "; the gradient through a cond or loop nested in a while_loop is "
+                            "not supported yet");
+    }
+    if (!loop) return false;  // in a cond: its ops have gradients of their own
+    if (handled_loops_.count(loop->id())) return true;
+    if ((op.type() != "Exit" && op.type() != "RefExit") || context != loop->id())
+      throw InvalidArgument("gradients: '" + ys_.front().name() + "' depends on '" + op.name() +
+                            "' inside " + loop->label() +
+                            " other than through the loop's results; differentiate the results");
+    handled_loops_.insert(loop->id());
+    backprop_loop(*loop);
+    return true;
+  }
+
+  static bool is_loop_structure(const std::string& type) {
+    return type == "Enter" || type == "RefEnter" || type == "Merge" || type == "Switch" ||
+           type == "RefSwitch" || type == "NextIteration" || type == "RefNextIteration" ||
+           type == "Exit" || type == "RefExit" || type == "LoopCond";
+  }
+
+  // The gradient of a while_loop (graph/while_loop_gradient.hpp), for its initial values and
+  // the values from outside that its body reads.
+  void backprop_loop(WhileContext& loop) {
+    const WhileContext::Structure& s = loop.structure();
+    if (s.exits.empty() || s.enters.empty())
+      throw Internal("gradients: " + loop.label() + " has no recorded structure");
+    std::vector<Output> exit_grads(s.exits.size());
+    for (std::size_t k = 0; k < s.exits.size(); ++k)
+      if (s.exits[k].valid()) exit_grads[k] = aggregated(key_of(s.exits[k]));
+    std::vector<Output> invariants;
+    for (const Output& enter : loop.invariant_enters())
+      if (is_floating(enter.dtype()) && !enter.is_ref() && on_path(key_of(enter.op().input(0))))
+        invariants.push_back(enter);
+    LoopGradient gradient;
+    {
+      auto device = graph_.device(s.enters.front().device());
+      auto scope = graph_.name_scope(loop.frame_name() + "_grad");
+      gradient = while_loop_gradient(
+          graph_, loop, exit_grads, invariants,
+          [this, &loop](const std::vector<Output>& ys, const std::vector<Output>& grad_ys,
+                        const std::vector<Output>& xs) {
+            return GradientWalk(graph_, ys, grad_ys, xs, loop.id()).run(xs, false);
+          });
+    }
+    for (std::size_t k = 0; k < s.enters.size(); ++k) {
+      const Output initial = s.enters[k].input(0);
+      if (gradient.initial[k].valid() && on_path(key_of(initial)))
+        pending_[key_of(initial)].push_back(gradient.initial[k]);
+    }
+    for (std::size_t i = 0; i < invariants.size(); ++i)
+      pending_[key_of(invariants[i].op().input(0))].push_back(gradient.invariants[i]);
+  }
+
   void backprop(const Operation& op) {
     std::vector<Output> out_grads(static_cast<std::size_t>(op.num_outputs()));
     bool any = false;
@@ -165,7 +269,7 @@ class GradientWalk {
     if (!fn)
       throw InvalidArgument("gradients: no gradient is registered for op '" + op.name() +
                             "' (op type: " + op.type() + "), which lies on a path from an x to '" +
-                            y_.name() +
+                            ys_.front().name() +
                             "': register one with GradientRegistry::global()"
                             ".add(\"" +
                             op.type() + "\", fn), or keep the op off that path");
@@ -193,7 +297,9 @@ class GradientWalk {
   }
 
   Graph& graph_;
-  Output y_;
+  std::vector<Output> ys_;
+  int loop_;  // the while_loop whose body this walk differentiates; -1: a whole gradients() call
+  std::set<int> handled_loops_;
   std::set<TensorKey> xs_;
   std::vector<bool> reaches_y_;  // per node id: y depends on it through data edges
   std::vector<bool> from_x_;     // per node id: some input is an x or computed from one
@@ -221,8 +327,7 @@ PSFLOW_DECL std::vector<Output> gradients(Output y, const std::vector<Output>& x
   std::vector<Output> targets;
   for (const auto& x : xs) targets.push_back(detail::differentiation_target(x));
   auto scope = graph.name_scope("gradients");
-  detail::GradientWalk walk(graph, y, targets);
-  return walk.run(targets);
+  return detail::GradientWalk(graph, {y}, {}, targets).run(targets, true);
 }
 
 }  // namespace psflow

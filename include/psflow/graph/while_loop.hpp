@@ -21,12 +21,14 @@
 // the loop's pivot, so it runs in every iteration. A loop's ops must run on one task: a loop cut
 // across tasks is refused when its step is prepared.
 //
-// Gradients: not built yet, so gradients() through a loop's result fails naming its Exit; with
-// back_prop = false the results pass through a StopGradient and carry none, as in TF.
+// Gradients (graph/while_loop_gradient.hpp): gradients() builds a second loop that runs the
+// iterations backwards, with the forward values it needs saved on stacks; with back_prop = false
+// the results pass through a StopGradient and carry none, as in TF.
 //
 // Kernels: runtime/kernels/control_kernels.hpp.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -46,8 +48,18 @@ namespace psflow {
 
 // A while_loop while it is built: ops created in it take outside values through Enters of its
 // frame, made constant for every iteration.
-class WhileContext final : public ControlFlowContext {
+class WhileContext : public ControlFlowContext {
  public:
+  // The loop's ops, per loop variable k (a counter for maximum_iterations included), for its
+  // gradient: the variable's Enter, Merge and Switch, its value in the body (an Identity of the
+  // Switch), what the body returns for it (the NextIteration's input), and its Exit (none for
+  // the counter).
+  struct Structure {
+    std::vector<Operation> enters, merges, switches;
+    std::vector<Output> body_vars, results, exits;
+    Output loop_cond;  // the LoopCond's output
+  };
+
   // `label`: what the loop is, for pictures ("while_loop 'while'").
   WhileContext(std::string frame_name, std::int64_t parallel_iterations, std::string label)
       : frame_name_(std::move(frame_name)),
@@ -59,8 +71,13 @@ class WhileContext final : public ControlFlowContext {
   std::int64_t parallel_iterations() const noexcept { return parallel_iterations_; }
   // Input-less ops created from now on wait on `pivot` (the cond's, then the body's).
   void set_pivot(Output pivot) { pivot_ = std::move(pivot); }
+  const Output& pivot() const noexcept { return pivot_; }
   // `x` as the loop sees it: x itself when it was built in the loop, else its Enter.
   Output entered(Graph& graph, const Output& x);
+  // The Enters of values from outside, made constant for every iteration, in creation order.
+  std::vector<Output> invariant_enters() const;
+  const Structure& structure() const noexcept { return structure_; }
+  void set_structure(Structure structure) { structure_ = std::move(structure); }
 
  private:
   std::string frame_name_;
@@ -68,6 +85,7 @@ class WhileContext final : public ControlFlowContext {
   std::string label_;
   Output pivot_;
   std::map<std::pair<int, int>, Output> entered_;  // one Enter per outside value (node, index)
+  Structure structure_;
 };
 
 namespace ops {
@@ -94,6 +112,22 @@ PSFLOW_DECL std::vector<Output> while_loop(
     std::vector<Output> loop_vars, WhileLoopOptions options = {});
 
 }  // namespace ops
+
+namespace detail {
+
+// while_loop's construction, in a context the caller made (a gradient's loop is one of its own
+// kind); the frame is named after the current name scope.
+PSFLOW_DECL std::vector<Output> build_while_loop(
+    std::function<Output(const std::vector<Output>&)> cond,
+    std::function<std::vector<Output>(const std::vector<Output>&)> body,
+    std::vector<Output> loop_vars, ops::WhileLoopOptions options,
+    std::function<std::shared_ptr<WhileContext>(std::string frame_name)> make_context);
+
+// A while_loop's Enter of `data` into `loop`'s frame (is_constant: the same value in every
+// iteration), built in the current context.
+PSFLOW_DECL Operation build_enter(const Output& data, const WhileContext& loop, bool is_constant);
+
+}  // namespace detail
 
 }  // namespace psflow
 
@@ -162,11 +196,21 @@ PSFLOW_DECL Output WhileContext::entered(Graph& graph, const Output& x) {
   auto [it, inserted] = entered_.try_emplace(std::pair{x.op().id(), x.index()});
   if (inserted) {
     auto outside = graph.with_context(outer());  // x enters from the enclosing context
+    // It runs there: not after the ops inside that a control_dependencies scope names.
+    auto no_inner_controls = graph.clear_control_dependencies();
     const Operation enter = detail::build_enter(x, *this, true);
     graph.set_node_context(enter, id());
     it->second = enter.output(0);
   }
   return it->second;
+}
+
+PSFLOW_DECL std::vector<Output> WhileContext::invariant_enters() const {
+  std::vector<Output> enters;
+  for (const auto& [key, enter] : entered_) enters.push_back(enter);
+  std::sort(enters.begin(), enters.end(),
+            [](const Output& a, const Output& b) { return a.op().id() < b.op().id(); });
+  return enters;
 }
 
 namespace ops {
@@ -175,6 +219,24 @@ PSFLOW_DECL std::vector<Output> while_loop(
     std::function<Output(const std::vector<Output>&)> cond,
     std::function<std::vector<Output>(const std::vector<Output>&)> body,
     std::vector<Output> loop_vars, WhileLoopOptions options) {
+  return detail::build_while_loop(std::move(cond), std::move(body), std::move(loop_vars), options,
+                                  [parallel = options.parallel_iterations](std::string frame_name) {
+                                    std::string label = "while_loop '" + frame_name + "'";
+                                    return std::make_shared<WhileContext>(
+                                        std::move(frame_name), parallel, std::move(label));
+                                  });
+}
+
+}  // namespace ops
+
+namespace detail {
+
+PSFLOW_DECL std::vector<Output> build_while_loop(
+    std::function<Output(const std::vector<Output>&)> cond,
+    std::function<std::vector<Output>(const std::vector<Output>&)> body,
+    std::vector<Output> loop_vars, ops::WhileLoopOptions options,
+    std::function<std::shared_ptr<WhileContext>(std::string frame_name)> make_context) {
+  using namespace ops;
   if (!cond || !body) throw InvalidArgument("while_loop: cond and body must be functions");
   if (loop_vars.empty()) throw InvalidArgument("while_loop: loop_vars is empty; give at least one");
   for (std::size_t i = 0; i < loop_vars.size(); ++i)
@@ -220,8 +282,7 @@ PSFLOW_DECL std::vector<Output> while_loop(
 
   auto scope = graph.name_scope("while");
   const std::string frame_name = graph.current_name_scope();
-  auto loop = std::make_shared<WhileContext>(frame_name, options.parallel_iterations,
-                                             "while_loop '" + frame_name + "'");
+  std::shared_ptr<WhileContext> loop = make_context(frame_name);
   auto inside = graph.enter_context(loop);
   std::vector<Operation> enters;
   for (std::size_t i = 0; i < loop_vars.size(); ++i) {
@@ -290,10 +351,21 @@ PSFLOW_DECL std::vector<Output> while_loop(
                             "(WhileLoopOptions::shape_invariants) that both fit");
     const Operation next = detail::build_op("NextIteration", {r}, {}, "", "NextIteration");
     graph.set_input(merge_ops[i], 1, next.output(0));
+    results[i] = r;
   }
   std::vector<Output> exits;
-  for (std::size_t i = first; i < switches.size(); ++i)
+  WhileContext::Structure structure{.enters = enters,
+                                    .merges = merge_ops,
+                                    .switches = switches,
+                                    .body_vars = body_vars,
+                                    .results = results,
+                                    .exits = std::vector<Output>(first),
+                                    .loop_cond = loop_cond};
+  for (std::size_t i = first; i < switches.size(); ++i) {
     exits.push_back(detail::build_op("Exit", {switches[i].output(0)}, {}, "", "Exit").output(0));
+    structure.exits.push_back(exits.back());
+  }
+  loop->set_structure(std::move(structure));
   if (!options.back_prop) {
     auto outside = graph.with_context(loop->outer());
     for (Output& e : exits) e = stop_gradient(e);
@@ -301,7 +373,7 @@ PSFLOW_DECL std::vector<Output> while_loop(
   return exits;
 }
 
-}  // namespace ops
+}  // namespace detail
 
 }  // namespace psflow
 

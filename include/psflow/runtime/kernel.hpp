@@ -21,6 +21,7 @@
 #include "psflow/core/tensor.hpp"
 #include "psflow/graph/graph.hpp"
 #include "psflow/runtime/device.hpp"
+#include "psflow/runtime/step_container.hpp"
 
 namespace psflow {
 
@@ -37,6 +38,7 @@ struct StepContext {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   StepStatsCollector* stats = nullptr;  // set when the run is traced (runtime/step_stats.hpp)
   StepActivity* activity = nullptr;     // set to know what a slow step runs (step_activity.hpp)
+  StepContainer container;              // state its kernels share until it ends (stacks)
 };
 
 // A value flowing on an edge: a tensor, or a reference to a variable (VariableV2's output).

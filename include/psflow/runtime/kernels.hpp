@@ -15,6 +15,7 @@
 #include "psflow/runtime/kernels/random_kernels.hpp"
 #include "psflow/runtime/kernels/sendrecv_kernels.hpp"
 #include "psflow/runtime/kernels/sparse_kernels.hpp"
+#include "psflow/runtime/kernels/stack_kernels.hpp"
 #include "psflow/runtime/kernels/state_kernels.hpp"
 #include "psflow/runtime/kernels/string_kernels.hpp"
 #include "psflow/runtime/kernels/sync_kernels.hpp"
