@@ -1,7 +1,8 @@
 // ops::while_loop (graph/while_loop.hpp) and the executor's frames: a counting loop, several
 // loop variables, loop-invariant values, maximum_iterations, parallel_iterations (iterations
 // pipelined, and bounded), nested loops, a loop in a cond's branch and a cond in a loop, 1000
-// iterations, a loop that never ends stopped by RunOptions::timeout_in_ms, a ps variable read in
+// iterations, a loop that never ends stopped by RunOptions::timeout_in_ms, an op failing in an
+// iteration, a ps variable read in
 // the body (entered once), the errors of a bad loop, and a loop's graph shipped as a GraphDef.
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -160,6 +161,23 @@ TEST_CASE("a loop that never ends is stopped by RunOptions::timeout_in_ms") {
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
   // The session still runs other steps.
   CHECK(sess.run({scalar(g, 2.0)})[0].scalar<double>() == 2.0);
+}
+
+TEST_CASE("an op failing in the fourth iteration fails the step, naming the op") {
+  Graph g;
+  const Output table = ops::constant(g, Tensor::from_vector<double>({1, 2, 3}));
+  const auto out = ops::while_loop(
+      [&](const std::vector<Output>& v) {
+        return ops::less(v[0], ops::constant(g, Tensor(std::int32_t{10})));
+      },
+      [&](const std::vector<Output>& v) {  // table has 3 rows: row 3 does not exist
+        return std::vector<Output>{v[0] + 1.0, v[1] + ops::gather(table, v[0], "row")};
+      },
+      {ops::constant(g, Tensor(std::int32_t{0})), scalar(g, 0.0)});
+  Session sess(g);
+  CHECK_THROWS_AS(sess.run({out[1]}), InvalidArgument);
+  CHECK_THROWS_WITH(sess.run({out[1]}), Contains("while/row"));
+  CHECK(sess.run({scalar(g, 2.0)})[0].scalar<double>() == 2.0);  // the session goes on
 }
 
 TEST_CASE("a bad loop is refused when it is built, naming the loop variable") {

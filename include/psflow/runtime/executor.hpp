@@ -23,6 +23,11 @@
 // NextIteration ends the loop, and an Exit passes its value out. A Merge runs as soon as one
 // live input came (or every input came dead). Frames and iterations are counted under one lock
 // per step; kernels run outside it. A plan without loops never takes this path.
+// A loop whose frame holds no nested loop and no asynchronous or long-running op runs inline
+// instead: once all its Enters came, one thread runs its iterations one after the other, its
+// ops in a fixed order with their values in one reused array, without a lock or a count per op
+// (an iteration of TF1's loop is eight small ops, so this is most of what a loop costs); its
+// Exits' values are then passed on under the lock, as one op's would be.
 // When the step has a StepContext::stats collector, each op's start, end and thread go there
 // (a traced step); otherwise the only cost is one pointer test per op. A StepContext::activity
 // is told which ops run at each moment, in the same way.
@@ -148,6 +153,15 @@ class Executor {
   DeadValues loop_node_inputs(LoopStep* s, const TaggedNode& t, const Entry** inputs,
                               bool* outputs_dead, bool* input_dead) const;
   void run_async_loop_node(LoopStep* s, const TaggedNode& t, std::vector<TaggedNode>& ready) const;
+  // An inline frame (see the header comment): TaggedNode::id kRunFrame asks for one to run,
+  // once every Enter came. run_inline_frame runs its iterations and returns its Exits' values
+  // (in LoopPlan::Frame::exits order); finish_inline_frame passes them on, under the lock.
+  static constexpr int kRunFrame = -1;
+  void run_inline_frame(LoopStep* s, FrameState* frame, std::vector<Entry>& exit_values,
+                        std::vector<std::uint8_t>& exit_dead) const;
+  void finish_inline_frame(LoopStep* s, FrameState* frame, std::vector<Entry>& exit_values,
+                           const std::vector<std::uint8_t>& exit_dead,
+                           std::vector<TaggedNode>& ready) const;
   // The inputs of `p` a kernel may move from: in a loop's frames each input slot is its own,
   // all but feeds (shared by every op that takes them).
   static std::uint64_t movable_inputs(const PlanNode& p) {
@@ -291,6 +305,13 @@ struct Executor::FrameState {
     bool dead;
   };
   std::vector<Constant> constants;  // constant Enters' values, for every new iteration
+  struct Entered {
+    int enter;  // plan node
+    Entry value;
+    bool dead;
+    bool constant;
+  };
+  std::vector<Entered> entered;  // an inline frame's: every Enter's value
   struct Deferred {
     int node;  // a NextIteration whose next iteration had no room yet
     Entry value;
@@ -674,6 +695,14 @@ inline void Executor::plan_loops(const std::vector<int>& plan_index) {
           "task; build the loop's ops on one device (a ps variable read in the body enters the "
           "loop once per step)");
   }
+  for (std::size_t f = 1; f < loops_->frames.size(); ++f) {
+    LoopPlan::Frame& frame = loops_->frames[f];
+    frame.runs_inline = !frame.order.empty() &&
+                        std::none_of(frame.members.begin(), frame.members.end(), [&](int id) {
+                          const PlanNode& p = plan_[static_cast<std::size_t>(id)];
+                          return p.async_kernel != nullptr || p.runs_long;
+                        });
+  }
   loop_fetches_.resize(plan_.size());
   for (std::size_t f = 0; f < fetch_locations_.size(); ++f) {
     if (fetch_locations_[f] < 0) continue;  // a fed tensor: the feed itself
@@ -746,6 +775,29 @@ inline void Executor::process_loops(LoopStep* s, std::vector<TaggedNode> ready) 
   while (!ready.empty()) {
     const TaggedNode t = ready.back();
     ready.pop_back();
+    if (t.id == kRunFrame) {
+      // A whole loop: off a network thread, and beside the other ready ops when there are any.
+      if (s->pool && (!ready.empty() || detail::on_network_thread())) {
+        try {
+          s->pool->submit([this, s, t] { process_loops(s, {t}); });
+          continue;
+        } catch (...) {  // the pool could not take it: run it here
+        }
+      }
+      std::vector<Entry> exit_values;
+      std::vector<std::uint8_t> exit_dead;
+      try {
+        run_inline_frame(s, t.frame, exit_values, exit_dead);
+      } catch (...) {
+        s->record_error(Status::from_current_exception().with_context(
+            "running while_loop '" + loops_->frame_label(t.frame->frame) + "'"));
+        exit_values.assign(loops_->frames[static_cast<std::size_t>(t.frame->frame)].exits.size(),
+                           Entry{});
+        exit_dead.assign(exit_values.size(), 1);
+      }
+      finish_inline_frame(s, t.frame, exit_values, exit_dead, ready);
+      continue;
+    }
     const PlanNode& p = plan_[static_cast<std::size_t>(t.id)];
     if (s->stopped()) {
       finish_loop_node(s, t, nullptr, nullptr, false, ready);
@@ -870,6 +922,140 @@ inline void Executor::run_async_loop_node(LoopStep* s, const TaggedNode& t,
   }
 }
 
+inline void Executor::run_inline_frame(LoopStep* s, FrameState* frame,
+                                       std::vector<Entry>& exit_values,
+                                       std::vector<std::uint8_t>& exit_dead) const {
+  const LoopPlan::Frame& plan = loops_->frames[static_cast<std::size_t>(frame->frame)];
+  exit_values.assign(plan.exits.size(), Entry{});
+  exit_dead.assign(plan.exits.size(), 1);
+  // Every input slot of the frame's ops, and whether its value is dead (or has not come): a
+  // slot is filled in its iteration before its op runs and emptied when it ran, except a loop
+  // Merge's input from its NextIteration, which is filled for the next iteration.
+  std::vector<Entry> slots(static_cast<std::size_t>(plan.num_inputs));
+  std::vector<std::uint8_t> slot_dead(static_cast<std::size_t>(plan.num_inputs), 1);
+  std::vector<std::uint8_t> node_dead(static_cast<std::size_t>(plan.num_nodes), 0);
+  auto pass_on = [&](int src, Entry* outputs, const bool* outputs_dead, bool movable) {
+    for (const LoopPlan::Edge& e : loops_->out_edges[static_cast<std::size_t>(src)]) {
+      const LoopPlan::Node& dst = loops_->nodes[static_cast<std::size_t>(e.dst)];
+      if (e.dst_input < 0 || dst.frame != frame->frame) continue;  // control: see node_dead
+      const std::size_t slot = static_cast<std::size_t>(dst.input_base + e.dst_input);
+      slot_dead[slot] = outputs_dead[e.src_output];
+      if (outputs_dead[e.src_output])
+        slots[slot] = Entry{};
+      else if (movable && e.last_use)
+        slots[slot] = std::move(outputs[e.src_output]);
+      else
+        slots[slot] = outputs[e.src_output];
+    }
+  };
+  // Whether control input c (a member of the frame, or an Enter into it) was dead.
+  auto control_dead = [&](int c) -> bool {
+    const LoopPlan::Node& info = loops_->nodes[static_cast<std::size_t>(c)];
+    if (info.frame == frame->frame) return node_dead[static_cast<std::size_t>(info.local)];
+    for (const FrameState::Entered& e : frame->entered)
+      if (e.enter == c) return e.dead;
+    return false;
+  };
+  StepStatsCollector* const stats = s->step->stats;
+  StepActivity* const activity = s->step->activity;
+  for (bool first = true, more = true; more; first = false) {
+    more = false;
+    if (s->stopped()) return;
+    // The loop variables enter the first iteration; invariants enter every one.
+    for (FrameState::Entered& e : frame->entered)
+      if (first || e.constant) pass_on(e.enter, &e.value, &e.dead, false);
+    for (int id : plan.order) {
+      const PlanNode& p = plan_[static_cast<std::size_t>(id)];
+      const LoopPlan::Node& info = loops_->nodes[static_cast<std::size_t>(id)];
+      const std::size_t base = static_cast<std::size_t>(info.input_base);
+      const std::size_t num_inputs = p.inputs.size(), num_outputs = p.node->outputs.size();
+      boost::container::small_vector<const Entry*, 8> inputs(num_inputs);
+      boost::container::small_vector<Entry, 4> outputs(num_outputs);
+      boost::container::small_vector<bool, 16> flags(num_outputs + num_inputs + 1, false);
+      bool* const outputs_dead = flags.data();
+      bool* const inputs_dead = flags.data() + num_outputs;
+      bool any_dead = false;
+      for (std::size_t k = 0; k < num_inputs; ++k) {
+        const bool fed = p.inputs[k] < 0;
+        inputs[k] = fed ? &s->at_feed(p.inputs[k]) : &slots[base + k];
+        inputs_dead[k] = !fed && slot_dead[base + k];
+        any_dead = any_dead || inputs_dead[k];
+      }
+      for (int c : control_predecessors_[static_cast<std::size_t>(id)])
+        any_dead = any_dead || control_dead(c);
+      if (any_dead && !p.handles_dead) {
+        std::fill(outputs_dead, outputs_dead + num_outputs, true);
+      } else if (info.forwards && !stats && !activity && p.inputs[0] >= 0 && !slots[base].ref) {
+        outputs[0] = std::move(slots[base]);  // what its kernel would do, without the call
+      } else {
+        const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
+        if (activity) activity->started(static_cast<std::size_t>(id));
+        try {
+          OpKernelContext ctx(*p.node, *p.device, *s->step, inputs.data(), outputs.data(),
+                              DeadValues{inputs_dead, any_dead, outputs_dead});
+          ctx.allow_moving_inputs(movable_inputs(p));
+          p.kernel->compute(ctx);
+        } catch (...) {
+          if (activity) activity->ended(static_cast<std::size_t>(id));
+          s->record_error(Status::from_current_exception().with_context(
+              p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+          return;
+        }
+        if (activity) activity->ended(static_cast<std::size_t>(id));
+        if (stats) record(*stats, p, trace_thread_id(), start_ns);
+      }
+      bool dead = num_outputs == 0 ? any_dead : true;
+      for (std::size_t k = 0; k < num_outputs; ++k) dead = dead && outputs_dead[k];
+      node_dead[static_cast<std::size_t>(info.local)] = dead;
+      for (std::size_t k = 0; k < num_inputs; ++k) {  // its inputs were its own
+        slots[base + k] = Entry{};
+        slot_dead[base + k] = 1;
+      }
+      if (info.kind == LoopPlan::Kind::exit) {
+        if (outputs_dead[0]) continue;
+        const auto at = std::find(plan.exits.begin(), plan.exits.end(), id) - plan.exits.begin();
+        exit_values[static_cast<std::size_t>(at)] = std::move(outputs[0]);
+        exit_dead[static_cast<std::size_t>(at)] = 0;
+        continue;
+      }
+      if (info.kind == LoopPlan::Kind::next_iteration && !outputs_dead[0]) more = true;
+      pass_on(id, outputs.data(), outputs_dead, true);
+    }
+  }
+}
+
+inline void Executor::finish_inline_frame(LoopStep* s, FrameState* frame,
+                                          std::vector<Entry>& exit_values,
+                                          const std::vector<std::uint8_t>& exit_dead,
+                                          std::vector<TaggedNode>& ready) const {
+  bool step_done = false;
+  {
+    std::lock_guard lock(s->mutex);
+    const LoopPlan::Frame& plan = loops_->frames[static_cast<std::size_t>(frame->frame)];
+    FrameState* parent = frame->parent;
+    const std::int64_t parent_iter = frame->parent_iter;
+    if (!s->failed.load(std::memory_order_acquire)) {
+      try {
+        for (std::size_t i = 0; i < plan.exits.size(); ++i) {
+          const bool dead = exit_dead[i] != 0;
+          if (parent == s->root.get()) record_fetches(s, plan.exits[i], &exit_values[i], &dead);
+          deliver(s, parent, parent_iter, plan.exits[i], &exit_values[i], true, &dead, dead, ready);
+        }
+      } catch (...) {
+        s->record_error(Status::from_current_exception().with_context(
+            "passing on the results of while_loop '" + plan.name + "'"));
+      }
+    }
+    --parent->at(parent_iter).outstanding_frames;
+    auto& siblings = parent->children;
+    siblings.erase(std::find_if(siblings.begin(), siblings.end(),
+                                [frame](const auto& child) { return child.get() == frame; }));
+    if (parent != s->root.get()) clean_up_iterations(s, parent, ready);
+    step_done = --s->outstanding == 0;
+  }
+  if (step_done) complete_loop_step(s);
+}
+
 inline void Executor::finish_loop_node(LoopStep* s, const TaggedNode& t, Entry* outputs,
                                        const bool* outputs_dead, bool pass_on,
                                        std::vector<TaggedNode>& ready) const {
@@ -908,6 +1094,15 @@ inline void Executor::propagate(LoopStep* s, const TaggedNode& t, Entry* outputs
   switch (info.kind) {
     case LoopPlan::Kind::enter: {
       FrameState* child = child_frame(s, frame, t.iter, info.into_frame);
+      if (loops_->frames[static_cast<std::size_t>(info.into_frame)].runs_inline) {
+        child->entered.push_back(
+            FrameState::Entered{t.id, value(0), outputs_dead[0], info.constant});
+        if (--child->pending_enters == 0) {  // all came: run the loop
+          ++s->outstanding;
+          ready.push_back(TaggedNode{kRunFrame, child, 0, nullptr, false});
+        }
+        return;
+      }
       if (info.constant) {
         child->constants.push_back(FrameState::Constant{t.id, value(0), outputs_dead[0]});
         for (std::int64_t i = child->first_iter; i <= child->iteration_count; ++i)

@@ -32,6 +32,10 @@ struct LoopPlan {
     int num_enters = 0;        // Enters whose value comes into this frame, once per frame instance
     std::vector<int> members;  // its plan nodes
     std::vector<int> exits;    // its Exits, whose values leave it
+    // Its ops in an order that runs one iteration (an edge out of a NextIteration goes to the
+    // next iteration); empty when there is none: the frame holds a nested loop.
+    std::vector<int> order;
+    bool runs_inline = false;  // set by the executor: see runtime/executor.hpp
   };
   struct Node {
     Kind kind = Kind::plain;
@@ -43,6 +47,9 @@ struct LoopPlan {
     bool fed_input = false;   // a Merge: an input is a feed, so live from the start
     int into_frame = -1;      // an Enter: the frame it enters
     bool constant = false;    // an Enter: is_constant (the value is the same in every iteration)
+    // Its output is its input as it came (LoopCond, NextIteration, Exit; an Identity of a
+    // tensor): an inline loop passes the value on without calling the kernel.
+    bool forwards = false;
   };
   struct Edge {
     int src_output = -1;    // -1: a control edge
@@ -78,6 +85,8 @@ struct LoopPlan {
       if (type == "Exit" || type == "RefExit") info.kind = Kind::exit;
       if (type == "NextIteration" || type == "RefNextIteration") info.kind = Kind::next_iteration;
       if (type == "Merge") info.kind = Kind::merge;
+      info.forwards =
+          type == "LoopCond" || type == "NextIteration" || type == "Exit" || type == "Identity";
       for (std::size_t k = 0; k < node.inputs.size(); ++k) {
         if (fed[i][k]) {
           info.fed_input = true;
@@ -112,7 +121,7 @@ struct LoopPlan {
     }
 
     // Each op's frame: a walk from the plan's sources, which run in the root frame.
-    frames.push_back(Frame{-1, "", 1, 0, 0, 0, {}, {}});
+    frames.emplace_back();                              // the root frame
     std::unordered_map<std::string, int> child_frames;  // "<parent>|<name>" -> frame
     std::vector<int> stack;
     for (std::size_t i = 0; i < n; ++i)
@@ -132,16 +141,11 @@ struct LoopPlan {
         auto [it, inserted] = child_frames.try_emplace(std::to_string(to) + "|" + name, 0);
         if (inserted) {
           it->second = static_cast<int>(frames.size());
-          frames.push_back(
-              Frame{to,
-                    name,
-                    std::max<std::int64_t>(1, detail::attr_or_throw<std::int64_t>(
-                                                  node.attrs, "parallel_iterations", node.name)),
-                    0,
-                    0,
-                    0,
-                    {},
-                    {}});
+          Frame& frame = frames.emplace_back();
+          frame.parent = to;
+          frame.name = name;
+          frame.parallel_iterations = std::max<std::int64_t>(
+              1, detail::attr_or_throw<std::int64_t>(node.attrs, "parallel_iterations", node.name));
         }
         to = it->second;
         this->nodes[static_cast<std::size_t>(u)].into_frame = to;
@@ -177,6 +181,40 @@ struct LoopPlan {
       info.input_base = frame.num_inputs;
       frame.num_inputs += static_cast<int>(nodes[i]->inputs.size());
     }
+    for (std::size_t f = 1; f < frames.size(); ++f) order_iteration(static_cast<int>(f));
+  }
+
+  // Frame f's `order`: its ops sorted along the edges within one iteration.
+  void order_iteration(int f) {
+    Frame& frame = frames[static_cast<std::size_t>(f)];
+    std::vector<int> pending(static_cast<std::size_t>(frame.num_nodes), 0);
+    static const std::vector<Edge> none;
+    auto within = [&](int u) -> const std::vector<Edge>& {  // u's edges within its iteration
+      return nodes[static_cast<std::size_t>(u)].kind == Kind::next_iteration
+                 ? none
+                 : out_edges[static_cast<std::size_t>(u)];
+    };
+    for (int u : frame.members) {
+      if (nodes[static_cast<std::size_t>(u)].kind == Kind::enter) return;  // a nested loop
+      for (const Edge& e : within(u))
+        if (nodes[static_cast<std::size_t>(e.dst)].frame == f)
+          ++pending[static_cast<std::size_t>(nodes[static_cast<std::size_t>(e.dst)].local)];
+    }
+    std::vector<int> ready;
+    for (int u : frame.members)
+      if (pending[static_cast<std::size_t>(nodes[static_cast<std::size_t>(u)].local)] == 0)
+        ready.push_back(u);
+    while (!ready.empty()) {
+      const int u = ready.back();
+      ready.pop_back();
+      frame.order.push_back(u);
+      for (const Edge& e : within(u)) {
+        const Node& dst = nodes[static_cast<std::size_t>(e.dst)];
+        if (dst.frame == f && --pending[static_cast<std::size_t>(dst.local)] == 0)
+          ready.push_back(e.dst);
+      }
+    }
+    if (frame.order.size() != frame.members.size()) frame.order.clear();
   }
 
   std::string frame_label(int frame) const {

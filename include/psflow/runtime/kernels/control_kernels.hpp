@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "psflow/core/compilation.hpp"
 #include "psflow/graph/cond.hpp"
@@ -43,12 +44,15 @@ class SwitchKernel : public OpKernel {
 // The first live input and its index; both outputs dead when every input is.
 class MergeKernel : public OpKernel {
  public:
-  explicit MergeKernel(const OpKernelConstruction&) {}
+  explicit MergeKernel(const OpKernelConstruction& c) {
+    for (std::size_t i = 0; i < c.node().inputs.size(); ++i)
+      value_index_.emplace_back(static_cast<std::int32_t>(i));
+  }
   void compute(OpKernelContext& ctx) override {
     for (int i = 0; i < ctx.num_inputs(); ++i) {
       if (ctx.input_is_dead(i)) continue;
       ctx.forward_input(i, 0);
-      ctx.set_output(1, Tensor(static_cast<std::int32_t>(i)));
+      ctx.set_output(1, value_index_[static_cast<std::size_t>(i)]);  // shared, never written
       return;
     }
     ctx.set_output_dead(0);
@@ -56,6 +60,9 @@ class MergeKernel : public OpKernel {
   }
   bool is_expensive() const override { return false; }
   bool handles_dead_inputs() const override { return true; }
+
+ private:
+  std::vector<Tensor> value_index_;  // per input i, the scalar i: made once, not per run
 };
 
 // Output 0 is input 0, a tensor or a variable reference.
