@@ -1,12 +1,13 @@
 // ops::while_loop (graph/while_loop.hpp) and the executor's frames: a counting loop, several
 // loop variables, loop-invariant values, maximum_iterations, parallel_iterations (iterations
 // pipelined, and bounded), nested loops, a loop in a cond's branch and a cond in a loop, 1000
-// iterations, a loop that never ends stopped by RunOptions::timeout_in_ms, an op failing in an
-// iteration, a ps variable read in
-// the body (entered once), the errors of a bad loop, and a loop's graph shipped as a GraphDef.
+// iterations, a traced loop's records, a loop that never ends stopped by RunOptions::timeout_in_ms,
+// an op failing in an iteration, a ps variable read in the body (entered once), the errors of a bad
+// loop, and a loop's graph shipped as a GraphDef.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,56 @@ TEST_CASE("a thousand iterations, with 1 and 10 iterations in flight") {
     CHECK(r[0].scalar<double>() == 1000.0);
     CHECK(r[1].scalar<double>() == 999.0 * 1000.0 / 2);
   }
+}
+
+TEST_CASE("a traced loop records each op in every iteration it ran, the passed-over ones too") {
+  // Untraced, the inline loop calls no kernel for LoopCond, Identity or NextIteration (their
+  // producers' values go straight to their consumers); traced, each still has its record.
+  Graph g;
+  const auto out = ops::while_loop(
+      [&](const std::vector<Output>& v) {
+        return ops::less(v[0], ops::constant(g, Tensor(std::int32_t{5})));
+      },
+      [&](const std::vector<Output>& v) {
+        return std::vector<Output>{v[0] + 1.0, v[1] + v[0]};
+      },
+      {ops::constant(g, Tensor(std::int32_t{0})), ops::constant(g, Tensor(std::int32_t{0}))});
+  Session sess(g);
+  RunMetadata metadata;
+  const auto traced = sess.run(RunOptions{.trace = true}, {out[0], out[1]}, {}, {}, &metadata);
+  CHECK(traced[0].scalar<std::int32_t>() == 5);
+  CHECK(traced[1].scalar<std::int32_t>() == 0 + 1 + 2 + 3 + 4);
+  REQUIRE(metadata.tasks.size() == 1);
+  std::map<std::string, int> runs;  // op type -> records
+  for (const NodeExecStats& node : metadata.tasks[0].nodes) ++runs[node.op];
+  // Six iterations test the cond, five of them run the body; the Exits pass on the last.
+  CHECK(runs["Less"] == 6);
+  CHECK(runs["LoopCond"] == 6);
+  CHECK(runs["Switch"] == 2 * 6);
+  CHECK(runs["Identity"] == 2 * 5);
+  CHECK(runs["Add"] == 2 * 5);
+  CHECK(runs["NextIteration"] == 2 * 5);
+  CHECK(runs["Exit"] == 2);
+  const auto untraced = sess.run({out[0], out[1]});
+  CHECK(untraced[0].scalar<std::int32_t>() == 5);
+  CHECK(untraced[1].scalar<std::int32_t>() == 10);
+}
+
+TEST_CASE("a tensor of the body fed by the caller is the same in every iteration") {
+  Graph g;
+  Output step;
+  const auto out = ops::while_loop(
+      [&](const std::vector<Output>& v) { return ops::less(v[0], scalar(g, 10.0)); },
+      [&](const std::vector<Output>& v) {
+        step = v[0] * 0.0 + 1.0;  // 1 unless fed
+        return std::vector<Output>{v[0] + step};
+      },
+      {scalar(g, 0.0)});
+  Session sess(g);
+  CHECK(sess.run({out[0]})[0].scalar<double>() == 10.0);
+  // Each iteration adds the fed 4, which no op may take over and change: 0, 4, 8, 12.
+  CHECK(sess.run({out[0]}, {{step, Tensor(4.0)}})[0].scalar<double>() == 12.0);
+  CHECK(sess.run({out[0]}, {{step, Tensor(3.0)}})[0].scalar<double>() == 12.0);
 }
 
 TEST_CASE("nested loops: an inner loop runs in every iteration of the outer one") {

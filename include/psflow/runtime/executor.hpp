@@ -39,6 +39,7 @@
 #include <atomic>
 #include <boost/container/small_vector.hpp>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <future>
@@ -51,6 +52,7 @@
 #include "psflow/core/error.hpp"
 #include "psflow/graph/graph.hpp"
 #include "psflow/runtime/cancellation.hpp"
+#include "psflow/runtime/inline_frame.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/loop_plan.hpp"
 #include "psflow/runtime/network_thread.hpp"
@@ -157,8 +159,18 @@ class Executor {
   // once every Enter came. run_inline_frame runs its iterations and returns its Exits' values
   // (in LoopPlan::Frame::exits order); finish_inline_frame passes them on, under the lock.
   static constexpr int kRunFrame = -1;
+  InlineFrame plan_inline_frame(int frame) const;
+  // Lets values skip the forwarding ops that need not hold them (InlineFrame::Action::alias).
+  void alias_forwarding_ops(InlineFrame& table) const;
   void run_inline_frame(LoopStep* s, FrameState* frame, std::vector<Entry>& exit_values,
                         std::vector<std::uint8_t>& exit_dead) const;
+  // An op of an inline frame without its kernel call, when its InlineFrame::Action allows
+  // (false: call the kernel). `own` is its own input slots, `inputs` where it reads them; it
+  // points sources[o] at where output o's value is, and clears bit o of `movable` when that
+  // value is not its to move.
+  static bool run_without_kernel(const InlineFrame::Op& op, const InlineFrame& table, Entry* own,
+                                 const Entry* const* inputs, const bool* inputs_dead,
+                                 Entry** sources, std::uint64_t& movable, bool* outputs_dead);
   void finish_inline_frame(LoopStep* s, FrameState* frame, std::vector<Entry>& exit_values,
                            const std::vector<std::uint8_t>& exit_dead,
                            std::vector<TaggedNode>& ready) const;
@@ -221,7 +233,8 @@ class Executor {
   // Per plan node, when tracks_dead_: the plan nodes of its control inputs (a control input
   // from a dead op makes it dead). Kept out of PlanNode so that plain graphs' nodes stay small.
   std::vector<std::vector<int>> control_predecessors_;
-  std::unique_ptr<LoopPlan> loops_;                             // when the plan holds a while_loop
+  std::unique_ptr<LoopPlan> loops_;         // when the plan holds a while_loop
+  std::vector<InlineFrame> inline_frames_;  // per frame of loops_: its table, when it runs inline
   std::vector<std::vector<std::pair<int, int>>> loop_fetches_;  // plan node: (output, fetch)
 };
 
@@ -703,6 +716,9 @@ inline void Executor::plan_loops(const std::vector<int>& plan_index) {
                           return p.async_kernel != nullptr || p.runs_long;
                         });
   }
+  inline_frames_.resize(loops_->frames.size());
+  for (std::size_t f = 1; f < loops_->frames.size(); ++f)
+    if (loops_->frames[f].runs_inline) inline_frames_[f] = plan_inline_frame(static_cast<int>(f));
   loop_fetches_.resize(plan_.size());
   for (std::size_t f = 0; f < fetch_locations_.size(); ++f) {
     if (fetch_locations_[f] < 0) continue;  // a fed tensor: the feed itself
@@ -922,106 +938,369 @@ inline void Executor::run_async_loop_node(LoopStep* s, const TaggedNode& t,
   }
 }
 
+inline InlineFrame Executor::plan_inline_frame(int f) const {
+  const LoopPlan::Frame& frame = loops_->frames[static_cast<std::size_t>(f)];
+  InlineFrame table;
+  table.num_slots = static_cast<std::uint32_t>(frame.num_inputs);
+  // The slots an op's (or an Enter's) outputs go to within the frame.
+  auto add_edges = [&](int src, std::uint32_t& begin, std::uint32_t& end) {
+    begin = static_cast<std::uint32_t>(table.edges.size());
+    for (const LoopPlan::Edge& e : loops_->out_edges[static_cast<std::size_t>(src)]) {
+      const LoopPlan::Node& dst = loops_->nodes[static_cast<std::size_t>(e.dst)];
+      if (e.dst_input < 0 || dst.frame != f) continue;  // control, or out of the frame
+      table.edges.push_back(
+          InlineFrame::Edge{static_cast<std::uint32_t>(dst.input_base + e.dst_input),
+                            static_cast<std::uint32_t>(e.src_output), e.last_use, true});
+    }
+    end = static_cast<std::uint32_t>(table.edges.size());
+  };
+  std::vector<bool> shared_slot(static_cast<std::size_t>(frame.num_inputs), false);
+  for (std::size_t id = 0; id < plan_.size(); ++id) {
+    const LoopPlan::Node& info = loops_->nodes[id];
+    if (info.kind != LoopPlan::Kind::enter || info.into_frame != f) continue;
+    InlineFrame::Enter enter{static_cast<int>(id), info.constant};
+    add_edges(static_cast<int>(id), enter.edges_begin, enter.edges_end);
+    if (enter.constant)
+      for (std::uint32_t e = enter.edges_begin; e < enter.edges_end; ++e)
+        shared_slot[table.edges[e].slot] = true;
+    table.enters.push_back(enter);
+  }
+  for (int id : frame.order) {
+    const PlanNode& p = plan_[static_cast<std::size_t>(id)];
+    const LoopPlan::Node& info = loops_->nodes[static_cast<std::size_t>(id)];
+    const std::string& type = p.node->type;
+    InlineFrame::Op op;
+    op.id = id;
+    op.local = info.local;
+    op.handles_dead = p.handles_dead;
+    op.next_iteration = info.kind == LoopPlan::Kind::next_iteration;
+    if (info.kind == LoopPlan::Kind::exit)
+      op.exit = static_cast<int>(std::find(frame.exits.begin(), frame.exits.end(), id) -
+                                 frame.exits.begin());
+    op.input_base = static_cast<std::uint32_t>(info.input_base);
+    op.num_inputs = static_cast<std::uint32_t>(p.inputs.size());
+    op.num_outputs = static_cast<std::uint32_t>(p.node->outputs.size());
+    table.max_outputs = std::max(table.max_outputs, op.num_outputs);
+    bool fed = false;
+    for (std::uint32_t k = 0; k < op.num_inputs; ++k)
+      if (p.inputs[k] < 0) {
+        fed = true;
+        table.fed.push_back(InlineFrame::Fed{op.input_base + k, p.inputs[k]});
+        shared_slot[op.input_base + k] = true;  // the step's feed, read by every iteration
+      }
+    // An op whose inputs are all computed in the frame may stand for its kernel; one that
+    // reads a feed, or has more inputs than a mask holds, keeps the kernel.
+    if (!fed && op.num_inputs <= 64) {
+      if (type == "LoopCond" || type == "NextIteration" || type == "Exit" || type == "Identity")
+        op.action = InlineFrame::Action::forward;
+      else if (type == "Merge")
+        op.action = InlineFrame::Action::merge;
+      else if (type == "Switch")
+        op.action = InlineFrame::Action::switch_;
+      else if (type == "Const" && op.num_inputs == 0) {
+        op.action = InlineFrame::Action::constant;
+        op.constant.tensor = detail::attr_or_throw<Tensor>(p.node->attrs, "value", p.node->name);
+      }
+    }
+    if (op.action == InlineFrame::Action::merge)
+      while (table.merge_index.size() < op.num_inputs)
+        table.merge_index.push_back(
+            Entry{Tensor(static_cast<std::int32_t>(table.merge_index.size())), nullptr});
+    add_edges(id, op.edges_begin, op.edges_end);
+    op.controls_begin = static_cast<std::uint32_t>(table.controls.size());
+    if (tracks_dead_)
+      for (int c : control_predecessors_[static_cast<std::size_t>(id)]) {
+        const LoopPlan::Node& from = loops_->nodes[static_cast<std::size_t>(c)];
+        if (from.frame == f) {
+          table.controls.push_back(InlineFrame::Control{from.local, -1});
+          continue;
+        }
+        for (std::size_t e = 0; e < table.enters.size(); ++e)
+          if (table.enters[e].id == c)
+            table.controls.push_back(InlineFrame::Control{-1, static_cast<int>(e)});
+      }
+    op.controls_end = static_cast<std::uint32_t>(table.controls.size());
+    for (std::uint32_t e = op.edges_begin; e < op.edges_end; ++e) {
+      op.used_outputs |= std::uint64_t{1} << std::min(table.edges[e].src_output, 63u);
+      if (op.action == InlineFrame::Action::constant) shared_slot[table.edges[e].slot] = true;
+    }
+    if (op.exit >= 0) op.used_outputs |= 1;
+    table.ops.push_back(std::move(op));
+  }
+  for (InlineFrame::Op& op : table.ops)
+    for (std::uint32_t k = 0; k < op.num_inputs && k < 64; ++k)
+      if (!shared_slot[op.input_base + k]) op.own_inputs |= std::uint64_t{1} << k;
+  alias_forwarding_ops(table);
+  return table;
+}
+
+inline void Executor::alias_forwarding_ops(InlineFrame& table) const {
+  // Which op's output fills each slot, and whether that output is a variable reference.
+  std::vector<int> producer(table.num_slots, -1);
+  std::vector<bool> reference(table.num_slots, false);
+  for (std::size_t i = 0; i < table.ops.size(); ++i) {
+    const InlineFrame::Op& op = table.ops[i];
+    for (std::uint32_t e = op.edges_begin; e < op.edges_end; ++e) {
+      const InlineFrame::Edge& edge = table.edges[e];
+      producer[edge.slot] = static_cast<int>(i);
+      reference[edge.slot] =
+          plan_[static_cast<std::size_t>(op.id)].node->outputs[edge.src_output].is_ref;
+    }
+  }
+  // The forwarding op (if any) whose input is each slot and whose value may skip it: no
+  // control input can make it dead, its input comes along an edge of an op of the frame, and
+  // it is no Exit (whose value leaves) nor an Identity of a reference (which reads it).
+  std::vector<int> alias_at(table.num_slots, -1);
+  for (std::size_t i = 0; i < table.ops.size(); ++i) {
+    InlineFrame::Op& op = table.ops[i];
+    if (op.action != InlineFrame::Action::forward || op.exit >= 0 || op.num_inputs != 1 ||
+        op.controls_begin != op.controls_end)
+      continue;
+    const int from = producer[op.input_base];
+    if (from < 0 ||
+        table.ops[static_cast<std::size_t>(from)].action == InlineFrame::Action::constant ||
+        reference[op.input_base])
+      continue;
+    op.action = InlineFrame::Action::alias;
+    alias_at[op.input_base] = static_cast<int>(i);
+  }
+  // Every edge into an alias becomes a deadness-only edge plus the alias's own edges, carrying
+  // the producer's output (moved along the last of them when the edge into the alias was the
+  // last of that output).
+  std::vector<InlineFrame::Edge> edges;
+  auto expand = [&](auto& self, const InlineFrame::Edge& edge) -> void {
+    const int alias = alias_at[edge.slot];
+    if (alias < 0) {
+      edges.push_back(edge);
+      return;
+    }
+    edges.push_back(InlineFrame::Edge{edge.slot, edge.src_output, false, false});
+    const InlineFrame::Op& op = table.ops[static_cast<std::size_t>(alias)];
+    for (std::uint32_t e = op.edges_begin; e < op.edges_end; ++e)
+      self(self, InlineFrame::Edge{table.edges[e].slot, edge.src_output,
+                                   edge.last_use && table.edges[e].last_use, true});
+  };
+  auto rebuild = [&](std::uint32_t& begin, std::uint32_t& end, bool keep) {
+    const std::uint32_t old_begin = begin, old_end = end;
+    begin = static_cast<std::uint32_t>(edges.size());
+    if (keep)
+      for (std::uint32_t e = old_begin; e < old_end; ++e) expand(expand, table.edges[e]);
+    end = static_cast<std::uint32_t>(edges.size());
+  };
+  for (InlineFrame::Enter& enter : table.enters) rebuild(enter.edges_begin, enter.edges_end, true);
+  for (InlineFrame::Op& op : table.ops)
+    rebuild(op.edges_begin, op.edges_end, op.action != InlineFrame::Action::alias);
+  table.edges = std::move(edges);
+}
+
 inline void Executor::run_inline_frame(LoopStep* s, FrameState* frame,
                                        std::vector<Entry>& exit_values,
                                        std::vector<std::uint8_t>& exit_dead) const {
-  const LoopPlan::Frame& plan = loops_->frames[static_cast<std::size_t>(frame->frame)];
-  exit_values.assign(plan.exits.size(), Entry{});
-  exit_dead.assign(plan.exits.size(), 1);
-  // Every input slot of the frame's ops, and whether its value is dead (or has not come): a
-  // slot is filled in its iteration before its op runs and emptied when it ran, except a loop
-  // Merge's input from its NextIteration, which is filled for the next iteration.
-  std::vector<Entry> slots(static_cast<std::size_t>(plan.num_inputs));
-  std::vector<std::uint8_t> slot_dead(static_cast<std::size_t>(plan.num_inputs), 1);
-  std::vector<std::uint8_t> node_dead(static_cast<std::size_t>(plan.num_nodes), 0);
-  auto pass_on = [&](int src, Entry* outputs, const bool* outputs_dead, bool movable) {
-    for (const LoopPlan::Edge& e : loops_->out_edges[static_cast<std::size_t>(src)]) {
-      const LoopPlan::Node& dst = loops_->nodes[static_cast<std::size_t>(e.dst)];
-      if (e.dst_input < 0 || dst.frame != frame->frame) continue;  // control: see node_dead
-      const std::size_t slot = static_cast<std::size_t>(dst.input_base + e.dst_input);
-      slot_dead[slot] = outputs_dead[e.src_output];
-      if (outputs_dead[e.src_output])
-        slots[slot] = Entry{};
-      else if (movable && e.last_use)
-        slots[slot] = std::move(outputs[e.src_output]);
-      else
-        slots[slot] = outputs[e.src_output];
+  const InlineFrame& table = inline_frames_[static_cast<std::size_t>(frame->frame)];
+  exit_values.assign(loops_->frames[static_cast<std::size_t>(frame->frame)].exits.size(), Entry{});
+  exit_dead.assign(exit_values.size(), 1);
+  // Every input slot of the frame's ops, whether its value is dead (or has not come), and
+  // where the op reads it: its own slot is filled in its iteration before it runs and emptied
+  // when it ran (a loop Merge's input from its NextIteration is filled for the next
+  // iteration); a feed or a constant Enter's value is read in place by every iteration.
+  const std::size_t num_slots = table.num_slots;
+  std::vector<Entry> slots(num_slots);
+  std::unique_ptr<bool[]> slot_dead(new bool[num_slots]);
+  std::fill(slot_dead.get(), slot_dead.get() + num_slots, true);
+  std::vector<const Entry*> reads(num_slots);
+  for (std::size_t i = 0; i < num_slots; ++i) reads[i] = &slots[i];
+  for (const InlineFrame::Fed& fed : table.fed) {
+    reads[fed.slot] = &s->at_feed(fed.location);
+    slot_dead[fed.slot] = false;
+  }
+  // Per Enter of `table.enters`, its value as it came.
+  std::vector<FrameState::Entered*> entered(table.enters.size(), nullptr);
+  for (FrameState::Entered& e : frame->entered)
+    for (std::size_t i = 0; i < table.enters.size(); ++i)
+      if (table.enters[i].id == e.enter) entered[i] = &e;
+  // Passes output values along edges [begin, end): output o's value is at sources[o], and may
+  // be moved along its last edge when bit o of `movable` is set (outputs from 64 on always).
+  auto pass_on = [&](const std::uint32_t begin, const std::uint32_t end, Entry* const* sources,
+                     std::uint64_t movable, const bool* outputs_dead) {
+    for (std::uint32_t i = begin; i < end; ++i) {
+      const InlineFrame::Edge& e = table.edges[i];
+      slot_dead[e.slot] = outputs_dead[e.src_output];
+      if (!e.value) continue;
+      Entry& slot = slots[e.slot];
+      if (outputs_dead[e.src_output]) {
+        if (!slot.tensor.empty() || slot.ref) slot = Entry{};
+      } else if (e.last_use && (e.src_output >= 64 || ((movable >> e.src_output) & 1))) {
+        slot = std::move(*sources[e.src_output]);
+      } else {
+        slot = *sources[e.src_output];
+      }
     }
   };
-  // Whether control input c (a member of the frame, or an Enter into it) was dead.
-  auto control_dead = [&](int c) -> bool {
-    const LoopPlan::Node& info = loops_->nodes[static_cast<std::size_t>(c)];
-    if (info.frame == frame->frame) return node_dead[static_cast<std::size_t>(info.local)];
-    for (const FrameState::Entered& e : frame->entered)
-      if (e.enter == c) return e.dead;
-    return false;
+  for (std::size_t i = 0; i < table.enters.size(); ++i) {
+    const InlineFrame::Enter& enter = table.enters[i];
+    FrameState::Entered* e = entered[i];
+    if (!e) continue;       // pruned from the step: never comes
+    if (!enter.constant) {  // a loop variable: into the first iteration
+      Entry* const value = &e->value;
+      pass_on(enter.edges_begin, enter.edges_end, &value, 1, &e->dead);
+      continue;
+    }
+    for (std::uint32_t k = enter.edges_begin; k < enter.edges_end; ++k) {
+      reads[table.edges[k].slot] = &e->value;
+      slot_dead[table.edges[k].slot] = e->dead;
+    }
+  }
+  for (const InlineFrame::Op& op : table.ops)
+    if (op.action == InlineFrame::Action::constant)
+      for (std::uint32_t k = op.edges_begin; k < op.edges_end; ++k)
+        reads[table.edges[k].slot] = &op.constant;
+  std::vector<std::uint8_t> node_dead(
+      static_cast<std::size_t>(loops_->frames[static_cast<std::size_t>(frame->frame)].num_nodes));
+  std::vector<Entry> outputs(table.max_outputs);  // a kernel's
+  // Where each output's value is: the kernel's, or (for an op that stands for its kernel) an
+  // input or a value of the table; and which of them are the op's to move.
+  std::vector<Entry*> sources(table.max_outputs);
+  std::uint64_t movable = 0;
+  std::unique_ptr<bool[]> outputs_dead(new bool[std::max<std::size_t>(table.max_outputs, 8)]);
+  // Sets the first n output flags. Up to eight as one 8-byte store: a small memset may use a
+  // masked vector store, which the byte loads that follow cannot forward from (a stall of
+  // tens of cycles per op).
+  auto set_output_flags = [&outputs_dead](std::uint32_t n, bool value) {
+    if (n > 8) return std::fill(outputs_dead.get(), outputs_dead.get() + n, value);
+    const std::uint64_t bytes = value ? 0x0101010101010101u : 0;
+    std::memcpy(outputs_dead.get(), &bytes, sizeof bytes);
+  };
+  // Empties the op's own input slots once it ran (a feed's or a constant's value is kept).
+  auto use_up_inputs = [&](const InlineFrame::Op& op) {
+    for (std::uint32_t k = op.input_base; k < op.input_base + op.num_inputs; ++k) {
+      if (reads[k] != &slots[k]) continue;
+      if (!slots[k].tensor.empty() || slots[k].ref) slots[k] = Entry{};
+      slot_dead[k] = true;
+    }
   };
   StepStatsCollector* const stats = s->step->stats;
   StepActivity* const activity = s->step->activity;
-  for (bool first = true, more = true; more; first = false) {
+  const bool traced = stats || activity;  // then every kernel runs, for its times
+  for (bool more = true; more;) {
     more = false;
     if (s->stopped()) return;
-    // The loop variables enter the first iteration; invariants enter every one.
-    for (FrameState::Entered& e : frame->entered)
-      if (first || e.constant) pass_on(e.enter, &e.value, &e.dead, false);
-    for (int id : plan.order) {
-      const PlanNode& p = plan_[static_cast<std::size_t>(id)];
-      const LoopPlan::Node& info = loops_->nodes[static_cast<std::size_t>(id)];
-      const std::size_t base = static_cast<std::size_t>(info.input_base);
-      const std::size_t num_inputs = p.inputs.size(), num_outputs = p.node->outputs.size();
-      boost::container::small_vector<const Entry*, 8> inputs(num_inputs);
-      boost::container::small_vector<Entry, 4> outputs(num_outputs);
-      boost::container::small_vector<bool, 16> flags(num_outputs + num_inputs + 1, false);
-      bool* const outputs_dead = flags.data();
-      bool* const inputs_dead = flags.data() + num_outputs;
+    for (const InlineFrame::Op& op : table.ops) {
+      const std::uint32_t base = op.input_base;
+      const Entry* const* inputs = reads.data() + base;
+      bool* const inputs_dead = slot_dead.get() + base;
+      Entry* const out = outputs.data();
+      bool* const out_dead = outputs_dead.get();
       bool any_dead = false;
-      for (std::size_t k = 0; k < num_inputs; ++k) {
-        const bool fed = p.inputs[k] < 0;
-        inputs[k] = fed ? &s->at_feed(p.inputs[k]) : &slots[base + k];
-        inputs_dead[k] = !fed && slot_dead[base + k];
-        any_dead = any_dead || inputs_dead[k];
+      for (std::uint32_t k = 0; k < op.num_inputs; ++k) any_dead = any_dead || inputs_dead[k];
+      for (std::uint32_t c = op.controls_begin; c < op.controls_end; ++c) {
+        const InlineFrame::Control& control = table.controls[c];
+        any_dead = any_dead || (control.local >= 0
+                                    ? node_dead[static_cast<std::size_t>(control.local)] != 0
+                                    : entered[static_cast<std::size_t>(control.enter)] &&
+                                          entered[static_cast<std::size_t>(control.enter)]->dead);
       }
-      for (int c : control_predecessors_[static_cast<std::size_t>(id)])
-        any_dead = any_dead || control_dead(c);
-      if (any_dead && !p.handles_dead) {
-        std::fill(outputs_dead, outputs_dead + num_outputs, true);
-      } else if (info.forwards && !stats && !activity && p.inputs[0] >= 0 && !slots[base].ref) {
-        outputs[0] = std::move(slots[base]);  // what its kernel would do, without the call
-      } else {
+      if (any_dead && !op.handles_dead) {  // passed over: its outputs are dead
+        node_dead[static_cast<std::size_t>(op.local)] = 1;
+        use_up_inputs(op);
+        if (op.exit >= 0) continue;
+        for (std::uint32_t k = op.edges_begin; k < op.edges_end; ++k) {
+          const InlineFrame::Edge& e = table.edges[k];
+          slot_dead[e.slot] = true;
+          Entry& slot = slots[e.slot];
+          if (e.value && (!slot.tensor.empty() || slot.ref)) slot = Entry{};
+        }
+        continue;
+      }
+      set_output_flags(op.num_outputs, false);
+      for (std::uint32_t k = 0; k < op.num_outputs; ++k) sources[k] = out + k;
+      movable = ~std::uint64_t{0};
+      if (op.action == InlineFrame::Action::alias) {  // its value went straight on
+        if (stats)
+          record(*stats, plan_[static_cast<std::size_t>(op.id)], trace_thread_id(),
+                 trace_clock_ns());
+      } else if (traced || !run_without_kernel(op, table, slots.data() + base, inputs, inputs_dead,
+                                               sources.data(), movable, out_dead)) {
+        const PlanNode& p = plan_[static_cast<std::size_t>(op.id)];
         const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
-        if (activity) activity->started(static_cast<std::size_t>(id));
+        if (activity) activity->started(static_cast<std::size_t>(op.id));
         try {
-          OpKernelContext ctx(*p.node, *p.device, *s->step, inputs.data(), outputs.data(),
-                              DeadValues{inputs_dead, any_dead, outputs_dead});
-          ctx.allow_moving_inputs(movable_inputs(p));
+          OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, out,
+                              DeadValues{inputs_dead, any_dead, out_dead});
+          ctx.allow_moving_inputs(op.own_inputs);
           p.kernel->compute(ctx);
         } catch (...) {
-          if (activity) activity->ended(static_cast<std::size_t>(id));
+          if (activity) activity->ended(static_cast<std::size_t>(op.id));
           s->record_error(Status::from_current_exception().with_context(
               p.node->type + " '" + p.node->name + "' on " + p.device->name()));
           return;
         }
-        if (activity) activity->ended(static_cast<std::size_t>(id));
+        if (activity) activity->ended(static_cast<std::size_t>(op.id));
         if (stats) record(*stats, p, trace_thread_id(), start_ns);
       }
-      bool dead = num_outputs == 0 ? any_dead : true;
-      for (std::size_t k = 0; k < num_outputs; ++k) dead = dead && outputs_dead[k];
-      node_dead[static_cast<std::size_t>(info.local)] = dead;
-      for (std::size_t k = 0; k < num_inputs; ++k) {  // its inputs were its own
-        slots[base + k] = Entry{};
-        slot_dead[base + k] = 1;
+      bool dead = op.num_outputs == 0 ? any_dead : true;
+      for (std::uint32_t k = 0; k < op.num_outputs; ++k) dead = dead && out_dead[k];
+      node_dead[static_cast<std::size_t>(op.local)] = dead;
+      if (op.exit >= 0) {
+        if (!out_dead[0]) {
+          Entry& value = exit_values[static_cast<std::size_t>(op.exit)];
+          value = (movable & 1) ? std::move(*sources[0]) : *sources[0];
+          exit_dead[static_cast<std::size_t>(op.exit)] = 0;
+        }
+      } else if (op.action == InlineFrame::Action::constant) {  // read in place: live or not
+        for (std::uint32_t k = op.edges_begin; k < op.edges_end; ++k)
+          slot_dead[table.edges[k].slot] = out_dead[0];
+      } else {
+        if (op.next_iteration && !out_dead[0]) more = true;
+        pass_on(op.edges_begin, op.edges_end, sources.data(), movable, out_dead);
       }
-      if (info.kind == LoopPlan::Kind::exit) {
-        if (outputs_dead[0]) continue;
-        const auto at = std::find(plan.exits.begin(), plan.exits.end(), id) - plan.exits.begin();
-        exit_values[static_cast<std::size_t>(at)] = std::move(outputs[0]);
-        exit_dead[static_cast<std::size_t>(at)] = 0;
-        continue;
-      }
-      if (info.kind == LoopPlan::Kind::next_iteration && !outputs_dead[0]) more = true;
-      pass_on(id, outputs.data(), outputs_dead, true);
+      use_up_inputs(op);
+      for (std::uint32_t k = 0; k < op.num_outputs; ++k)
+        if (!out[k].tensor.empty() || out[k].ref) out[k] = Entry{};
     }
   }
+}
+
+inline bool Executor::run_without_kernel(const InlineFrame::Op& op, const InlineFrame& table,
+                                         Entry* own, const Entry* const* inputs,
+                                         const bool* inputs_dead, Entry** sources,
+                                         std::uint64_t& movable, bool* outputs_dead) {
+  // Output `out` is input k as it came: the op's own slot (to move from), or a shared value.
+  auto forward = [&](std::uint32_t k, std::uint32_t out) {
+    sources[out] = const_cast<Entry*>(inputs[k]);
+    if (inputs[k] != &own[k]) movable &= ~(std::uint64_t{1} << out);
+  };
+  switch (op.action) {
+    case InlineFrame::Action::kernel:
+      return false;
+    case InlineFrame::Action::alias:  // its value skipped it
+      return true;
+    case InlineFrame::Action::forward:
+      if (inputs[0]->ref) return false;  // an Identity's kernel reads the variable
+      forward(0, 0);
+      return true;
+    case InlineFrame::Action::merge:
+      for (std::uint32_t k = 0; k < op.num_inputs; ++k) {
+        if (inputs_dead[k]) continue;
+        forward(k, 0);
+        sources[1] = const_cast<Entry*>(&table.merge_index[k]);  // shared: never moved
+        movable &= ~std::uint64_t{2};
+        return true;
+      }
+      outputs_dead[0] = outputs_dead[1] = true;
+      return true;
+    case InlineFrame::Action::switch_: {
+      const Tensor& pred = inputs[1]->tensor;
+      if (inputs[1]->ref || pred.dtype() != DType::boolean || pred.rank() != 0 || pred.size() != 1)
+        return false;  // the kernel says what is wrong
+      const std::uint32_t taken = pred.scalar<bool>() ? 1 : 0;
+      forward(0, taken);
+      outputs_dead[1 - taken] = true;
+      return true;
+    }
+    case InlineFrame::Action::constant:  // its consumers read InlineFrame::Op::constant
+      return true;
+  }
+  return false;
 }
 
 inline void Executor::finish_inline_frame(LoopStep* s, FrameState* frame,

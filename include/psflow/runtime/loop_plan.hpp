@@ -47,9 +47,6 @@ struct LoopPlan {
     bool fed_input = false;   // a Merge: an input is a feed, so live from the start
     int into_frame = -1;      // an Enter: the frame it enters
     bool constant = false;    // an Enter: is_constant (the value is the same in every iteration)
-    // Its output is its input as it came (LoopCond, NextIteration, Exit; an Identity of a
-    // tensor): an inline loop passes the value on without calling the kernel.
-    bool forwards = false;
   };
   struct Edge {
     int src_output = -1;    // -1: a control edge
@@ -85,8 +82,6 @@ struct LoopPlan {
       if (type == "Exit" || type == "RefExit") info.kind = Kind::exit;
       if (type == "NextIteration" || type == "RefNextIteration") info.kind = Kind::next_iteration;
       if (type == "Merge") info.kind = Kind::merge;
-      info.forwards =
-          type == "LoopCond" || type == "NextIteration" || type == "Exit" || type == "Identity";
       for (std::size_t k = 0; k < node.inputs.size(); ++k) {
         if (fed[i][k]) {
           info.fed_input = true;
