@@ -40,6 +40,15 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+// The index of the first of `lines` holding `what` (lines.size() when none does), and how far a
+// line is indented: a box nested in another is indented further.
+std::size_t line_of(const std::vector<std::string>& lines, const std::string& what) {
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].find(what) != std::string::npos) return i;
+  return lines.size();
+}
+std::size_t indent(const std::string& line) { return line.find_first_not_of(' '); }
+
 std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -273,21 +282,15 @@ TEST_CASE("a cond's branches are boxes inside their task's, nested as the conds 
   const std::string dot = observe::graph_dot(g, observe::in_process_plan(g, {y}));
   CHECK(count(dot, "subgraph \"cluster_context_") == 4);  // 2 branches, each with 2 inside one
   const auto lines = lines_of(dot);
-  auto line_of = [&](const std::string& what) {
-    for (std::size_t i = 0; i < lines.size(); ++i)
-      if (lines[i].find(what) != std::string::npos) return i;
-    return lines.size();
-  };
-  const std::size_t outer_true = line_of("cond 'cond': when 'pred:0' is true");
-  const std::size_t inner_true = line_of("cond 'cond/cond': when 'pred:0' is true");
-  const std::size_t product = line_of("inner_product");
+  const std::size_t outer_true = line_of(lines, "cond 'cond': when 'pred:0' is true");
+  const std::size_t inner_true = line_of(lines, "cond 'cond/cond': when 'pred:0' is true");
+  const std::size_t product = line_of(lines, "inner_product");
   REQUIRE(outer_true < lines.size());
   CHECK(outer_true < inner_true);
   CHECK(inner_true < product);
   // The inner box's ops are indented inside its subgraph line, which is inside the outer box's.
-  const auto indent = [&](std::size_t i) { return lines[i].find_first_not_of(' '); };
-  CHECK(indent(inner_true - 1) > indent(outer_true - 1));
-  CHECK(indent(product) > indent(inner_true - 1));
+  CHECK(indent(lines[inner_true - 1]) > indent(lines[outer_true - 1]));
+  CHECK(indent(lines[product]) > indent(lines[inner_true - 1]));
   TempDir dir("dot-cond");
   const auto written = observe::write_dot_files(dot, dir.path(), "cond");
   CHECK(written.svg_problem == "");
@@ -309,20 +312,16 @@ TEST_CASE("a while_loop's frame is a box, with a cond in its body nested inside"
   const std::string dot = observe::graph_dot(g, observe::in_process_plan(g, {out[0]}));
   CHECK(count(dot, "subgraph \"cluster_context_") == 3);  // the loop, and the cond's 2 branches
   const auto lines = lines_of(dot);
-  auto line_of = [&](const std::string& what) {
-    for (std::size_t i = 0; i < lines.size(); ++i)
-      if (lines[i].find(what) != std::string::npos) return i;
-    return lines.size();
-  };
-  const std::size_t loop = line_of("while_loop 'while'");
-  const std::size_t branch = line_of("cond 'while/cond': when");
-  const std::size_t doubled = line_of("doubled");
+  const std::size_t loop = line_of(lines, "while_loop 'while'");
+  const std::size_t branch = line_of(lines, "cond 'while/cond': when");
+  const std::size_t doubled = line_of(lines, "doubled");
   REQUIRE(loop < lines.size());
   CHECK(loop < branch);
   CHECK(branch < doubled);
-  const auto indent = [&](std::size_t i) { return lines[i].find_first_not_of(' '); };
-  CHECK(indent(branch - 1) > indent(loop - 1));
-  CHECK(indent(line_of("NextIteration")) > indent(loop - 1));
+  CHECK(indent(lines[branch - 1]) > indent(lines[loop - 1]));
+  const std::size_t next_iteration = line_of(lines, "NextIteration");
+  REQUIRE(next_iteration < lines.size());
+  CHECK(indent(lines[next_iteration]) > indent(lines[loop - 1]));
   TempDir dir("dot-loop");
   CHECK(observe::write_dot_files(dot, dir.path(), "loop").svg_problem == "");
 }

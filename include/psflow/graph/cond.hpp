@@ -48,7 +48,6 @@ class CondContext final : public ControlFlowContext {
   void enter_op(Graph& graph, NodeSpec& spec) override;
   std::string label() const override { return label_; }
   const Output& pred() const noexcept { return pred_; }
-  int branch() const noexcept { return branch_; }
   // `x` as this branch sees it: x itself when it was built in the branch, else its Switch.
   Output switched(Graph& graph, const Output& x);
 

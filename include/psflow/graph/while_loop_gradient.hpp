@@ -33,7 +33,6 @@
 #include "psflow/core/compilation.hpp"
 #include "psflow/graph/grad_ops.hpp"
 #include "psflow/graph/logic_ops.hpp"
-#include "psflow/graph/sparse_ops.hpp"
 #include "psflow/graph/stack_ops.hpp"
 #include "psflow/graph/while_loop.hpp"
 
@@ -161,11 +160,6 @@ PSFLOW_DECL void close_forward_counter(Graph& graph, WhileContext& forward,
   graph.set_input(counter.merge, 1, next.output(0));
 }
 
-PSFLOW_DECL Output dense(const Output& grad) {
-  if (auto slices = as_indexed_slices(grad)) return ops::indexed_slices_to_dense(*slices);
-  return grad;
-}
-
 PSFLOW_DECL LoopGradient while_loop_gradient(Graph& graph, WhileContext& forward,
                                              const std::vector<Output>& exit_grads,
                                              const std::vector<Output>& invariants,
@@ -181,8 +175,7 @@ PSFLOW_DECL LoopGradient while_loop_gradient(Graph& graph, WhileContext& forward
   for (std::size_t k = 0; k < loop.exits.size(); ++k) {
     if (!loop.exits[k].valid() || !is_floating(loop.exits[k].dtype())) continue;
     carried.push_back(k);
-    loop_vars.push_back(exit_grads[k].valid() ? dense(exit_grads[k])
-                                              : ops::zeros_like(loop.exits[k]));
+    loop_vars.push_back(exit_grads[k].valid() ? exit_grads[k] : ops::zeros_like(loop.exits[k]));
   }
   for (const Output& enter : invariants) loop_vars.push_back(ops::zeros_like(enter.op().input(0)));
 
@@ -202,11 +195,11 @@ PSFLOW_DECL LoopGradient while_loop_gradient(Graph& graph, WhileContext& forward
         const std::vector<Output> grads = differentiate(ys, grad_ys, xs);
         std::vector<Output> next(vars.size());
         for (std::size_t j = 0; j < carried.size(); ++j)
-          next[1 + j] = grads[j].valid() ? dense(grads[j]) : ops::zeros_like(vars[1 + j]);
+          next[1 + j] = grads[j].valid() ? grads[j] : ops::zeros_like(vars[1 + j]);
         for (std::size_t i = 0; i < invariants.size(); ++i) {
           const Output& sum = vars[1 + carried.size() + i];
           const Output& g = grads[carried.size() + i];
-          next[1 + carried.size() + i] = g.valid() ? sum + dense(g) : sum;
+          next[1 + carried.size() + i] = g.valid() ? sum + g : sum;
         }
         for (std::size_t i = 1; i < next.size(); ++i)  // a gradient is shaped like its value
           if (!fits_invariant(next[i].shape(), vars[i].shape())) {

@@ -26,7 +26,9 @@
 // A loop whose frame holds no nested loop and no asynchronous or long-running op runs inline
 // instead: once all its Enters came, one thread runs its iterations one after the other, its
 // ops in a fixed order with their values in one reused array, without a lock or a count per op
-// (an iteration of TF1's loop is eight small ops, so this is most of what a loop costs); its
+// (an iteration of TF1's loop is eight small ops, so this is most of what a loop costs): the
+// frame's InlineFrame table (runtime/inline_frame.hpp), made with the plan, says where each
+// op's inputs are and where its outputs go, and which control ops stand for their kernels. Its
 // Exits' values are then passed on under the lock, as one op's would be.
 // When the step has a StepContext::stats collector, each op's start, end and thread go there
 // (a traced step); otherwise the only cost is one pointer test per op. A StepContext::activity
@@ -196,8 +198,11 @@ class Executor {
                std::vector<TaggedNode>& ready) const;
   std::unique_ptr<IterationState> make_iteration(int frame) const;
   void new_iteration(LoopStep* s, FrameState* frame, std::vector<TaggedNode>& ready) const;
-  FrameState* child_frame(LoopStep* s, FrameState* parent, std::int64_t iter, int frame) const;
+  FrameState* child_frame(FrameState* parent, std::int64_t iter, int frame) const;
   void clean_up_iterations(LoopStep* s, FrameState* frame, std::vector<TaggedNode>& ready) const;
+  // A loop's run that finished leaves its parent frame (it is freed), whose iteration may then
+  // be done in turn.
+  void close_frame(LoopStep* s, FrameState* frame, std::vector<TaggedNode>& ready) const;
   void record_fetches(LoopStep* s, int id, const Entry* outputs, const bool* outputs_dead) const;
   void complete_loop_step(LoopStep* s) const;
   // Fetch f of a finished step: `e`'s tensor, or InvalidArgument when it is dead.
@@ -1325,11 +1330,7 @@ inline void Executor::finish_inline_frame(LoopStep* s, FrameState* frame,
             "passing on the results of while_loop '" + plan.name + "'"));
       }
     }
-    --parent->at(parent_iter).outstanding_frames;
-    auto& siblings = parent->children;
-    siblings.erase(std::find_if(siblings.begin(), siblings.end(),
-                                [frame](const auto& child) { return child.get() == frame; }));
-    if (parent != s->root.get()) clean_up_iterations(s, parent, ready);
+    close_frame(s, frame, ready);
     step_done = --s->outstanding == 0;
   }
   if (step_done) complete_loop_step(s);
@@ -1372,7 +1373,7 @@ inline void Executor::propagate(LoopStep* s, const TaggedNode& t, Entry* outputs
   FrameState* frame = t.frame;
   switch (info.kind) {
     case LoopPlan::Kind::enter: {
-      FrameState* child = child_frame(s, frame, t.iter, info.into_frame);
+      FrameState* child = child_frame(frame, t.iter, info.into_frame);
       if (loops_->frames[static_cast<std::size_t>(info.into_frame)].runs_inline) {
         child->entered.push_back(
             FrameState::Entered{t.id, value(0), outputs_dead[0], info.constant});
@@ -1471,7 +1472,7 @@ inline void Executor::new_iteration(LoopStep* s, FrameState* frame,
     deliver(s, frame, iter, c.enter, &c.value, false, &c.dead, c.dead, ready);
 }
 
-inline Executor::FrameState* Executor::child_frame(LoopStep*, FrameState* parent, std::int64_t iter,
+inline Executor::FrameState* Executor::child_frame(FrameState* parent, std::int64_t iter,
                                                    int frame) const {
   for (const auto& child : parent->children)
     if (child->frame == frame && child->parent_iter == iter) return child.get();
@@ -1516,7 +1517,13 @@ inline void Executor::clean_up_iterations(LoopStep* s, FrameState* frame,
       deliver(s, parent, parent_iter, exit, &none, false, &dead, true, ready);
       if (parent == s->root.get()) record_fetches(s, exit, &none, &dead);
     }
-  --parent->at(parent_iter).outstanding_frames;
+  close_frame(s, frame, ready);
+}
+
+inline void Executor::close_frame(LoopStep* s, FrameState* frame,
+                                  std::vector<TaggedNode>& ready) const {
+  FrameState* parent = frame->parent;
+  --parent->at(frame->parent_iter).outstanding_frames;
   auto& siblings = parent->children;
   siblings.erase(std::find_if(siblings.begin(), siblings.end(),
                               [frame](const auto& child) { return child.get() == frame; }));
