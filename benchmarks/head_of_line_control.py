@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+# The head-of-line benchmark's shape without psflow (benchmarks/README.md, "A ps serving many
+# workers"): is a 4 KiB step's p99 under 64 MiB pushes bounded by this machine, or by psflow?
+#
+#   /usr/bin/python3 benchmarks/head_of_line_control.py [steps, default 3000] [port, default 47711]
+#
+# Three processes on loopback, as bench_load's: a "ps" with a thread per connection; worker A
+# (this process) sends a 4 KiB gradient, the ps applies it (w -= 0.01 * g) and sends the 4 KiB
+# variable back; worker B sends 64 MiB gradients one after the other, each applied by another
+# thread of the ps (numpy, which lets go of the GIL) before B's next one, as psflow's pool
+# applies B's update. Prints A's p50 / p99 / p99.9 alone and while B pushes, and the p99 ratio.
+# Needs python3-numpy.
+import socket, struct, sys, threading, time, os, multiprocessing as mp
+import numpy as np
+
+PORT = int(sys.argv[2]) if len(sys.argv) > 2 else 47711
+SMALL = 4096
+BIG = 64 << 20
+
+def recv_exact(sock, view):
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if n == 0: raise EOFError
+        got += n
+
+def ps():
+    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", PORT)); srv.listen(4)
+    w_small = np.zeros(SMALL // 4, np.float32)
+    w_big = np.zeros(BIG // 4, np.float32)
+    def serve(conn):
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        hdr = bytearray(8)
+        small = bytearray(SMALL)
+        big = np.empty(BIG // 4, np.float32)
+        try:
+            while True:
+                recv_exact(conn, memoryview(hdr))
+                (size,) = struct.unpack("<Q", hdr)
+                if size == SMALL:
+                    recv_exact(conn, memoryview(small))
+                    g = np.frombuffer(small, np.float32)
+                    w_small[:] -= 0.01 * g
+                    conn.sendall(w_small.tobytes())
+                else:
+                    recv_exact(conn, memoryview(big).cast("B"))
+                    done = threading.Event()
+                    def apply():
+                        np.subtract(w_big, 0.01 * big, out=w_big); done.set()
+                    threading.Thread(target=apply).start(); done.wait()
+                    conn.sendall(b"k")
+        except EOFError:
+            pass
+    while True:
+        c, _ = srv.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+def pusher(stop, pushes):
+    s = socket.create_connection(("127.0.0.1", PORT))
+    payload = np.ones(BIG // 4, np.float32).tobytes()
+    ack = bytearray(1)
+    while not stop.is_set():
+        s.sendall(struct.pack("<Q", BIG)); s.sendall(payload); recv_exact(s, memoryview(ack))
+        with pushes.get_lock(): pushes.value += 1
+
+def steps(s, n):
+    req = struct.pack("<Q", SMALL) + bytes(SMALL)
+    reply = bytearray(SMALL); times = []
+    for _ in range(n):
+        t = time.perf_counter_ns(); s.sendall(req); recv_exact(s, memoryview(reply))
+        times.append((time.perf_counter_ns() - t) / 1000)
+    times.sort()
+    return times[len(times) // 2], times[int(len(times) * 0.99)], times[int(len(times) * 0.999)]
+
+if __name__ == "__main__":
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    p = mp.Process(target=ps, daemon=True); p.start(); time.sleep(0.5)
+    s = socket.create_connection(("127.0.0.1", PORT)); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    steps(s, 200)
+    alone = steps(s, n)
+    stop = mp.Event(); pushes = mp.Value("l", 0)
+    b = mp.Process(target=pusher, args=(stop, pushes)); b.start(); time.sleep(0.5)
+    before, start = pushes.value, time.perf_counter()
+    loaded = steps(s, n)
+    rate = (pushes.value - before) / (time.perf_counter() - start)
+    stop.set(); b.join(timeout=20); b.kill(); p.kill()
+    print("alone p50/p99/p99.9 %.0f/%.0f/%.0f us; under 64 MiB pushes (%.0f/s) %.0f/%.0f/%.0f us; "
+          "p99 ratio %.2f" % (*alone, rate, *loaded, loaded[1] / alone[1]))
