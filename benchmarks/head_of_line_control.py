@@ -3,17 +3,22 @@
 # workers"): is a 4 KiB step's p99 under 64 MiB pushes bounded by this machine, or by psflow?
 #
 #   /usr/bin/python3 benchmarks/head_of_line_control.py [steps, default 3000] [port, default 47711]
+#       [--handoff]
 #
 # Three processes on loopback, as bench_load's: a "ps" with a thread per connection; worker A
 # (this process) sends a 4 KiB gradient, the ps applies it (w -= 0.01 * g) and sends the 4 KiB
 # variable back; worker B sends 64 MiB gradients one after the other, each applied by another
 # thread of the ps (numpy, which lets go of the GIL) before B's next one, as psflow's pool
 # applies B's update. Prints A's p50 / p99 / p99.9 alone and while B pushes, and the p99 ratio.
+# --handoff: A's step hands its request to a second thread that does the socket I/O and hands
+# the reply back (two thread wake-ups more per step, as a caller waiting on an I/O thread has).
 # Needs python3-numpy.
-import socket, struct, sys, threading, time, os, multiprocessing as mp
+import socket, struct, sys, threading, time, os, queue, multiprocessing as mp
 import numpy as np
 
-PORT = int(sys.argv[2]) if len(sys.argv) > 2 else 47711
+HANDOFF = "--handoff" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a != "--handoff"]
+PORT = int(ARGS[1]) if len(ARGS) > 1 else 47711
 SMALL = 4096
 BIG = 64 << 20
 
@@ -67,14 +72,27 @@ def pusher(stop, pushes):
 def steps(s, n):
     req = struct.pack("<Q", SMALL) + bytes(SMALL)
     reply = bytearray(SMALL); times = []
+    def one_step():
+        s.sendall(req); recv_exact(s, memoryview(reply))
+    if HANDOFF:
+        todo, done = queue.Queue(), queue.Queue()
+        def io_thread():
+            while todo.get():
+                one_step(); done.put(True)
+        threading.Thread(target=io_thread, daemon=True).start()
     for _ in range(n):
-        t = time.perf_counter_ns(); s.sendall(req); recv_exact(s, memoryview(reply))
+        t = time.perf_counter_ns()
+        if HANDOFF:
+            todo.put(True); done.get()
+        else:
+            one_step()
         times.append((time.perf_counter_ns() - t) / 1000)
+    if HANDOFF: todo.put(False)
     times.sort()
     return times[len(times) // 2], times[int(len(times) * 0.99)], times[int(len(times) * 0.999)]
 
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    n = int(ARGS[0]) if ARGS else 3000
     p = mp.Process(target=ps, daemon=True); p.start(); time.sleep(0.5)
     s = socket.create_connection(("127.0.0.1", PORT)); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     steps(s, 200)
