@@ -199,7 +199,12 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // Null for plain TCP; checked (InvalidArgument) before anything listens.
   const std::shared_ptr<asio::ssl::context> tls_;
 
-  asio::io_context io_;
+  // Concurrency hint 1: an I/O thread that finds several ready handlers runs them itself
+  // instead of waking another I/O thread for each batch (locking stays on: every I/O thread
+  // still runs io_, and work posted from other threads wakes an idle one). A small step cost a
+  // wake-up of the second I/O thread on both ends, and a woken thread can wait a scheduler tick
+  // for a core when the machine is busy (benchmarks/README.md, "A ps serving many workers").
+  asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   detail::Listener listener_;
   std::unique_ptr<ThreadPool> own_pool_;
