@@ -14,12 +14,14 @@
 // clock offset of each task is estimated NTP-style and its times moved to this process's clock.
 //
 // Contract: run() blocks the calling thread (a user thread) until every partition of the step
-// ended; it is thread-safe, concurrent runs being separate steps. The failure path runs on
+// ended (watching for the end briefly before it sleeps, while that pays: step_end_watch.hpp);
+// it is thread-safe, concurrent runs being separate steps. The failure path runs on
 // whichever thread saw the error first, often one of the server's I/O threads, so it never blocks
 // and never connects: it aborts the step over the connections open now. The session holds
 // references to the graph and the Server, which must outlive it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -35,6 +37,7 @@
 #include "psflow/runtime/placer.hpp"
 #include "psflow/runtime/session.hpp"
 #include "psflow/runtime/step_deadline.hpp"
+#include "psflow/runtime/step_end_watch.hpp"
 
 namespace psflow {
 
@@ -97,6 +100,7 @@ class MasterSession : public SessionImpl {
   std::map<std::string, std::shared_ptr<OpKernel>> stateful_kernels_;
   std::mutex rng_mutex_;
   std::mt19937_64 rng_;
+  StepEndWatch end_watch_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -220,6 +224,7 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
     std::mutex mutex;
     std::condition_variable done;
     std::size_t remaining = 0;
+    std::atomic<bool> ended{false};  // remaining reached 0; read without the mutex by the watch
     Status first_error;
     std::vector<Tensor> fetches;
     std::vector<bool> finished;         // per remote
@@ -274,7 +279,10 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
   }
   auto finish_one = [join] {
     std::lock_guard lock(join->mutex);
-    if (--join->remaining == 0) join->done.notify_all();
+    if (--join->remaining == 0) {
+      join->ended.store(true, std::memory_order_release);
+      join->done.notify_all();
+    }
   };
   // Marks remote i done without a reply (never sent, or the step failed before).
   auto skip = [join, finish_one](std::size_t i) {
@@ -366,10 +374,13 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
       },
       trace ? &join->local_stats : nullptr);
 
+  const auto wait_start = StepEndWatch::Clock::now();
+  end_watch_.watch(join->ended);
   std::unique_lock lock(join->mutex);
   // Bounded: remote calls end by reply, deadline or a dropped connection; the local partition
   // ends once its receives are satisfied or aborted.
   join->done.wait(lock, [&] { return join->remaining == 0; });
+  end_watch_.learn(StepEndWatch::Clock::now() - wait_start);
   if (trace) {
     metadata->tasks.push_back(
         join->local_stats.take(server_.task_name(), server_.worker().device().name()));

@@ -1025,11 +1025,9 @@ inline InlineFrame Executor::plan_inline_frame(int f) const {
             table.controls.push_back(InlineFrame::Control{-1, static_cast<int>(e)});
       }
     op.controls_end = static_cast<std::uint32_t>(table.controls.size());
-    for (std::uint32_t e = op.edges_begin; e < op.edges_end; ++e) {
-      op.used_outputs |= std::uint64_t{1} << std::min(table.edges[e].src_output, 63u);
-      if (op.action == InlineFrame::Action::constant) shared_slot[table.edges[e].slot] = true;
-    }
-    if (op.exit >= 0) op.used_outputs |= 1;
+    if (op.action == InlineFrame::Action::constant)
+      for (std::uint32_t e = op.edges_begin; e < op.edges_end; ++e)
+        shared_slot[table.edges[e].slot] = true;
     table.ops.push_back(std::move(op));
   }
   for (InlineFrame::Op& op : table.ops)

@@ -46,7 +46,6 @@ struct InlineFrame {
     // Inputs that are the op's own slots (not a feed, not a constant Enter's or a Const's
     // value, read in place by every iteration): the op may move from them (bit k: input k).
     std::uint64_t own_inputs = 0;
-    std::uint64_t used_outputs = 0;  // outputs some op of the frame takes (bit 63: 63 and up)
     std::uint32_t edges_begin = 0, edges_end = 0;        // in `edges`
     std::uint32_t controls_begin = 0, controls_end = 0;  // in `controls`
     Entry constant;                                      // Action::constant: the value

@@ -1,0 +1,89 @@
+// StepEndWatch: a watch returns once the step's flag is set or its limit passed; it stops
+// watching after steps that outlast the limit and starts again once steps end within it; it is
+// safe to share between concurrent callers.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "psflow/runtime/step_end_watch.hpp"
+
+using psflow::detail::StepEndWatch;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Teaches `watch` that `count` steps each made their caller wait `waited`.
+void teach(StepEndWatch& watch, StepEndWatch::Clock::duration waited, int count) {
+  for (int i = 0; i < count; ++i) watch.learn(waited);
+}
+
+}  // namespace
+
+TEST_CASE("a watch returns when another thread ends the step") {
+  StepEndWatch watch(30s);
+  if (!watch.worth_watching()) {
+    WARN("one hardware thread: StepEndWatch never watches here");
+    return;
+  }
+  std::atomic<bool> ended{false};
+  std::atomic<bool> watching{false};
+  std::thread ender([&] {
+    while (!watching.load()) std::this_thread::yield();
+    ended.store(true, std::memory_order_release);
+  });
+  const auto start = StepEndWatch::Clock::now();
+  watching = true;
+  watch.watch(ended);
+  const auto took = StepEndWatch::Clock::now() - start;
+  const bool seen = ended.load();
+  ender.join();
+  CHECK(seen);
+  CHECK(took < 10s);  // it saw the flag, not the 30 s limit
+}
+
+TEST_CASE("a watch gives up at its limit when the step does not end") {
+  StepEndWatch watch(1ms);
+  std::atomic<bool> ended{false};
+  const auto start = StepEndWatch::Clock::now();
+  watch.watch(ended);
+  CHECK(StepEndWatch::Clock::now() - start < 10s);
+  CHECK_FALSE(ended.load());
+}
+
+TEST_CASE("steps that outlast the limit stop the watching; short steps bring it back") {
+  StepEndWatch watch(30s);
+  if (!watch.worth_watching()) {
+    WARN("one hardware thread: StepEndWatch never watches here");
+    return;
+  }
+  teach(watch, 60s, 32);  // longer than the limit: watching did not pay
+  CHECK_FALSE(watch.worth_watching());
+  std::atomic<bool> never{false};
+  const auto start = StepEndWatch::Clock::now();
+  watch.watch(never);  // returns at once instead of watching for 30 s
+  CHECK(StepEndWatch::Clock::now() - start < 10s);
+
+  teach(watch, 1ms, 32);  // within the limit again
+  CHECK(watch.worth_watching());
+}
+
+TEST_CASE("one watch shared by concurrent callers") {
+  StepEndWatch watch(200us);
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&watch, t] {
+      for (int step = 0; step < 500; ++step) {
+        std::atomic<bool> ended{step % 2 == 0};
+        const auto start = StepEndWatch::Clock::now();
+        watch.watch(ended);
+        watch.learn(t % 2 ? StepEndWatch::Clock::now() - start : 1s);
+      }
+    });
+  for (auto& caller : callers) caller.join();
+  // Half the callers' steps always outlasted the limit; whatever the share ended at, a step
+  // that ends within the limit still moves it up, and one that does not, down.
+  teach(watch, 1s, 64);
+  CHECK_FALSE(watch.worth_watching());
+}
