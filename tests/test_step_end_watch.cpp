@@ -52,7 +52,7 @@ TEST_CASE("a watch gives up at its limit when the step does not end") {
   CHECK_FALSE(ended.load());
 }
 
-TEST_CASE("steps that outlast the limit stop the watching; short steps bring it back") {
+TEST_CASE("steps that outlast the limit stop the watching, and short steps bring it back") {
   StepEndWatch watch(30s);
   if (!watch.worth_watching()) {
     WARN("one hardware thread: StepEndWatch never watches here");
