@@ -13,7 +13,7 @@
 # --handoff: A's step hands its request to a second thread that does the socket I/O and hands
 # the reply back (two thread wake-ups more per step, as a caller waiting on an I/O thread has).
 # Needs python3-numpy.
-import socket, struct, sys, threading, time, os, queue, multiprocessing as mp
+import socket, struct, sys, threading, time, queue, multiprocessing as mp
 import numpy as np
 
 HANDOFF = "--handoff" in sys.argv
@@ -28,6 +28,17 @@ def recv_exact(sock, view):
         n = sock.recv_into(view[got:])
         if n == 0: raise EOFError
         got += n
+
+def connect(deadline_s=10.0):
+    # The ps process may not be listening yet: retry until it is, or give up at the deadline.
+    until = time.monotonic() + deadline_s
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", PORT), timeout=deadline_s)
+        except ConnectionRefusedError:
+            if time.monotonic() > until:
+                raise
+            time.sleep(0.01)
 
 def ps():
     srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -62,7 +73,7 @@ def ps():
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 def pusher(stop, pushes):
-    s = socket.create_connection(("127.0.0.1", PORT))
+    s = connect()
     payload = np.ones(BIG // 4, np.float32).tobytes()
     ack = bytearray(1)
     while not stop.is_set():
@@ -93,12 +104,15 @@ def steps(s, n):
 
 if __name__ == "__main__":
     n = int(ARGS[0]) if ARGS else 3000
-    p = mp.Process(target=ps, daemon=True); p.start(); time.sleep(0.5)
-    s = socket.create_connection(("127.0.0.1", PORT)); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    p = mp.Process(target=ps, daemon=True); p.start()
+    s = connect(); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     steps(s, 200)
     alone = steps(s, n)
     stop = mp.Event(); pushes = mp.Value("l", 0)
-    b = mp.Process(target=pusher, args=(stop, pushes)); b.start(); time.sleep(0.5)
+    b = mp.Process(target=pusher, args=(stop, pushes)); b.start()
+    until = time.monotonic() + 20  # measure once B's pushes flow: its first is applied
+    while pushes.value == 0 and time.monotonic() < until: time.sleep(0.01)
+    if pushes.value == 0: sys.exit("worker B pushed nothing in 20 s")
     before, start = pushes.value, time.perf_counter()
     loaded = steps(s, n)
     rate = (pushes.value - before) / (time.perf_counter() - start)
