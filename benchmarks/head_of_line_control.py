@@ -112,7 +112,9 @@ if __name__ == "__main__":
     b = mp.Process(target=pusher, args=(stop, pushes)); b.start()
     until = time.monotonic() + 20  # measure once B's pushes flow: its first is applied
     while pushes.value == 0 and time.monotonic() < until: time.sleep(0.01)
-    if pushes.value == 0: sys.exit("worker B pushed nothing in 20 s")
+    if pushes.value == 0:
+        stop.set(); b.kill(); p.kill()
+        sys.exit("worker B pushed nothing in 20 s")
     before, start = pushes.value, time.perf_counter()
     loaded = steps(s, n)
     rate = (pushes.value - before) / (time.perf_counter() - start)

@@ -45,11 +45,14 @@ TEST_CASE("a watch returns when another thread ends the step") {
 
 TEST_CASE("a watch gives up at its limit when the step does not end") {
   StepEndWatch watch(1ms);
-  std::atomic<bool> ended{false};
+  if (!watch.worth_watching()) {
+    WARN("one hardware thread: StepEndWatch never watches here");
+    return;
+  }
+  std::atomic<bool> ended{false};  // never set: only the limit can end this watch
   const auto start = StepEndWatch::Clock::now();
   watch.watch(ended);
   CHECK(StepEndWatch::Clock::now() - start < 10s);
-  CHECK_FALSE(ended.load());
 }
 
 TEST_CASE("steps that outlast the limit stop the watching, and short steps bring it back") {
@@ -82,8 +85,9 @@ TEST_CASE("one watch shared by concurrent callers") {
       }
     });
   for (auto& caller : callers) caller.join();
-  // Half the callers' steps always outlasted the limit; whatever the share ended at, a step
-  // that ends within the limit still moves it up, and one that does not, down.
+  // For TSan above. Whatever share the callers left, the learning still works both ways.
   teach(watch, 1s, 64);
   CHECK_FALSE(watch.worth_watching());
+  teach(watch, 1us, 64);
+  CHECK(watch.worth_watching() == (std::thread::hardware_concurrency() > 1));
 }
