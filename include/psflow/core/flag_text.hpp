@@ -54,12 +54,18 @@ inline std::string unknown_flag_text(std::string_view arg, std::string_view name
 // its first; ends with a newline.
 inline std::string help_entry(std::string_view head, std::string_view help) {
   constexpr std::size_t kColumn = 33;
-  std::string out = "  " + std::string(head);
-  out += out.size() < kColumn ? std::string(kColumn - out.size(), ' ')
-                              : "\n" + std::string(kColumn, ' ');
+  // Appended piece by piece: GCC 12 at -O3 flags "  " + std::string with a false -Wrestrict.
+  std::string out = "  ";
+  out += head;
+  if (out.size() < kColumn) {
+    out.append(kColumn - out.size(), ' ');
+  } else {  // a long head: the help starts on the next line
+    out += '\n';
+    out.append(kColumn, ' ');
+  }
   for (const char c : help) {
     out += c;
-    if (c == '\n') out += std::string(kColumn, ' ');
+    if (c == '\n') out.append(kColumn, ' ');
   }
   return out + "\n";
 }
