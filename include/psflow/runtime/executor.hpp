@@ -1161,9 +1161,8 @@ inline void Executor::run_inline_frame(LoopStep* s, FrameState* frame,
       static_cast<std::size_t>(loops_->frames[static_cast<std::size_t>(frame->frame)].num_nodes));
   std::vector<Entry> outputs(table.max_outputs);  // a kernel's
   // Where each output's value is: the kernel's, or (for an op that stands for its kernel) an
-  // input or a value of the table; and which of them are the op's to move.
+  // input or a value of the table.
   std::vector<Entry*> sources(table.max_outputs);
-  std::uint64_t movable = 0;
   std::unique_ptr<bool[]> outputs_dead(new bool[std::max<std::size_t>(table.max_outputs, 8)]);
   // Sets the first n output flags. Up to eight as one 8-byte store: a small memset may use a
   // masked vector store, which the byte loads that follow cannot forward from (a stall of
@@ -1216,7 +1215,7 @@ inline void Executor::run_inline_frame(LoopStep* s, FrameState* frame,
       }
       set_output_flags(op.num_outputs, false);
       for (std::uint32_t k = 0; k < op.num_outputs; ++k) sources[k] = out + k;
-      movable = ~std::uint64_t{0};
+      std::uint64_t movable = ~std::uint64_t{0};      // bit o: output o's value is the op's to move
       if (op.action == InlineFrame::Action::alias) {  // its value went straight on
         if (stats)
           record(*stats, plan_[static_cast<std::size_t>(op.id)], trace_thread_id(),

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "psflow/core/tensor.hpp"
 #include "psflow/runtime/kernel.hpp"
 
 namespace psflow {
