@@ -277,12 +277,16 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
     const auto bound = deadline.remaining() + std::chrono::milliseconds(200);
     if (call_timeout.count() == 0 || bound < call_timeout) call_timeout = bound;
   }
+  // The last one ends the step. `ended` and the notification come after the unlock: a caller
+  // that saw them while this thread still held the mutex would sleep on it and need a second
+  // wake-up, which on a busy machine can cost a scheduler tick.
   auto finish_one = [join] {
-    std::lock_guard lock(join->mutex);
-    if (--join->remaining == 0) {
-      join->ended.store(true, std::memory_order_release);
-      join->done.notify_all();
+    {
+      std::lock_guard lock(join->mutex);
+      if (--join->remaining != 0) return;
     }
+    join->ended.store(true, std::memory_order_release);
+    join->done.notify_all();
   };
   // Marks remote i done without a reply (never sent, or the step failed before).
   auto skip = [join, finish_one](std::size_t i) {
