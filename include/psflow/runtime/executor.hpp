@@ -207,6 +207,11 @@ class Executor {
   void complete_loop_step(LoopStep* s) const;
   // Fetch f of a finished step: `e`'s tensor, or InvalidArgument when it is dead.
   Tensor fetched_value(std::size_t f, const Entry& e, bool dead) const;
+  // Runs node `id`'s synchronous kernel on this thread, marking its activity and recording
+  // its trace; `movable`: the inputs it may move from (OpKernelContext::allow_moving_inputs).
+  // False when the kernel threw: the error is recorded in `s` (the step stops).
+  bool call_kernel(StepErrors* s, int id, const Entry* const* inputs, Entry* outputs,
+                   DeadValues dead, std::uint64_t movable) const;
   // True when `p`, ready on this thread with `inputs`, must go to the pool: this is a network
   // thread and the op is not small (see the header comment).
   bool keep_off_this_thread(const StepErrors* s, const PlanNode& p,
@@ -547,20 +552,8 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
           continue;
         }
 
-        StepStatsCollector* const stats = s->step->stats;
-        StepActivity* const activity = s->step->activity;
-        const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
-        if (activity) activity->started(static_cast<std::size_t>(id));
-        try {
-          OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs, dead);
-          p.kernel->compute(ctx);
-          if (tracks_dead_) record_deadness(s, p, id, dead.any_input);
-        } catch (...) {
-          s->record_error(Status::from_current_exception().with_context(
-              p.node->type + " '" + p.node->name + "' on " + p.device->name()));
-        }
-        if (activity) activity->ended(static_cast<std::size_t>(id));
-        if (stats) record(*stats, p, trace_thread_id(), start_ns);
+        if (call_kernel(s, id, inputs, outputs, dead, /*movable=*/0) && tracks_dead_)
+          record_deadness(s, p, id, dead.any_input);
       } catch (...) {
         // Something around the kernel failed (an allocation, a hand-off): the step fails
         // typed, and the node still counts as done so the step ends.
@@ -625,6 +618,28 @@ inline void Executor::record_deadness(StepState* s, const PlanNode& p, int id, b
   bool dead = p.node->outputs.empty() ? inputs_dead : true;
   for (std::size_t k = 0; k < p.node->outputs.size(); ++k) dead = dead && outputs_dead[k];
   s->node_dead[static_cast<std::size_t>(id)] = dead;
+}
+
+inline bool Executor::call_kernel(StepErrors* s, int id, const Entry* const* inputs, Entry* outputs,
+                                  DeadValues dead, std::uint64_t movable) const {
+  const PlanNode& p = plan_[static_cast<std::size_t>(id)];
+  StepStatsCollector* const stats = s->step->stats;
+  StepActivity* const activity = s->step->activity;
+  const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
+  if (activity) activity->started(static_cast<std::size_t>(id));
+  bool ran = true;
+  try {
+    OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs, dead);
+    ctx.allow_moving_inputs(movable);
+    p.kernel->compute(ctx);
+  } catch (...) {
+    ran = false;
+    s->record_error(Status::from_current_exception().with_context(
+        p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+  }
+  if (activity) activity->ended(static_cast<std::size_t>(id));
+  if (stats) record(*stats, p, trace_thread_id(), start_ns);
+  return ran;
 }
 
 inline bool Executor::keep_off_this_thread(const StepErrors* s, const PlanNode& p,
@@ -853,22 +868,7 @@ inline void Executor::process_loops(LoopStep* s, std::vector<TaggedNode> ready) 
         s->pool->submit([this, s, t] { process_loops(s, {t}); });
         continue;
       }
-      StepStatsCollector* const stats = s->step->stats;
-      StepActivity* const activity = s->step->activity;
-      const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
-      if (activity) activity->started(static_cast<std::size_t>(t.id));
-      bool ran = true;
-      try {
-        OpKernelContext ctx(*p.node, *p.device, *s->step, inputs.data(), outputs.data(), dead);
-        ctx.allow_moving_inputs(movable_inputs(p));
-        p.kernel->compute(ctx);
-      } catch (...) {
-        ran = false;
-        s->record_error(Status::from_current_exception().with_context(
-            p.node->type + " '" + p.node->name + "' on " + p.device->name()));
-      }
-      if (activity) activity->ended(static_cast<std::size_t>(t.id));
-      if (stats) record(*stats, p, trace_thread_id(), start_ns);
+      const bool ran = call_kernel(s, t.id, inputs.data(), outputs.data(), dead, movable_inputs(p));
       finish_loop_node(s, t, outputs.data(), flags.data(), ran, ready);
     } catch (...) {
       // Something around the kernel failed (an allocation, a hand-off): the step fails typed,
@@ -1222,22 +1222,9 @@ inline void Executor::run_inline_frame(LoopStep* s, FrameState* frame,
                  trace_clock_ns());
       } else if (traced || !run_without_kernel(op, table, slots.data() + base, inputs, inputs_dead,
                                                sources.data(), movable, out_dead)) {
-        const PlanNode& p = plan_[static_cast<std::size_t>(op.id)];
-        const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
-        if (activity) activity->started(static_cast<std::size_t>(op.id));
-        try {
-          OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, out,
-                              DeadValues{inputs_dead, any_dead, out_dead});
-          ctx.allow_moving_inputs(op.own_inputs);
-          p.kernel->compute(ctx);
-        } catch (...) {
-          if (activity) activity->ended(static_cast<std::size_t>(op.id));
-          s->record_error(Status::from_current_exception().with_context(
-              p.node->type + " '" + p.node->name + "' on " + p.device->name()));
+        if (!call_kernel(s, op.id, inputs, out, DeadValues{inputs_dead, any_dead, out_dead},
+                         op.own_inputs))
           return;
-        }
-        if (activity) activity->ended(static_cast<std::size_t>(op.id));
-        if (stats) record(*stats, p, trace_thread_id(), start_ns);
       }
       bool dead = op.num_outputs == 0 ? any_dead : true;
       for (std::uint32_t k = 0; k < op.num_outputs; ++k) dead = dead && out_dead[k];
