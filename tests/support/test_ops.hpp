@@ -22,6 +22,7 @@ struct TestGate {
   std::mutex mutex;
   std::condition_variable changed;
   bool open = true;
+  std::size_t waiting = 0;  // ops inside pass() now
 
   void set_open(bool value) {
     {
@@ -33,7 +34,15 @@ struct TestGate {
   // Waits until open, at most `limit` (a test that forgets to open it still ends).
   void pass(std::chrono::milliseconds limit = std::chrono::seconds(60)) {
     std::unique_lock lock(mutex);
+    ++waiting;
+    changed.notify_all();
     changed.wait_for(lock, limit, [this] { return open; });
+    --waiting;
+  }
+  // Waits until `n` ops wait at the closed gate, at most `limit`; false when they did not.
+  bool wait_for_waiting(std::size_t n, std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, limit, [&] { return waiting >= n; });
   }
 };
 
