@@ -492,7 +492,7 @@ TEST_CASE("a ps Server destroyed with 8 steps in flight ends cleanly in each of 
     REQUIRE(psflow::testing::eventually(
         [&] { return ps->core().worker().active_steps() == steps.size(); }, 20s));
     // Started is not enough: a gated step the abort finds before its op reached the gate ends
-    // at once, and with all four so the core would go with the Server.
+    // at once, and if all four did, the core would go with the Server.
     REQUIRE(gate.wait_for_waiting(4, 20s));
     ps.reset();
     // The gated steps still run on the ps, so its core is still there; the worker's steps
