@@ -102,6 +102,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   bool is_open() const;
   bool uses_tls() const noexcept { return tls_ != nullptr; }
+  // The strand this connection's work runs on (and so which I/O lane: io_lanes.hpp).
+  const asio::strand<asio::any_io_executor>& strand() const noexcept { return strand_; }
   const std::string& description() const noexcept { return description_; }
 
   // The task at the other end once it said hello ("" before).

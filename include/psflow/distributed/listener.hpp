@@ -5,10 +5,10 @@
 // Contract: the constructor binds and listens at once (so a taken port is reported to whoever
 // creates the Server) and throws InvalidArgument when the address does not resolve,
 // AlreadyExists when it cannot listen there. Accepted sockets go to the `accept` callback on
-// the acceptor's strand (one accept at a time; each socket on the io_context itself, so
-// connections do not share that strand). close() may be called from any thread; the acceptor is
-// closed on its strand. The owner runs the io_context (on any number of threads) and stops it
-// before destroying the listener.
+// the acceptor's strand (one accept at a time; each socket on the io_context the `socket_context`
+// callback picks, the I/O lane it will be served on, so connections do not share that strand).
+// close() may be called from any thread; the acceptor is closed on its strand. The owner runs the
+// io_context (on any number of threads) and stops it before destroying the listener.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -26,6 +26,8 @@ class Listener {
  public:
   // A new connection's socket and a description of the peer ("client 127.0.0.1:51234").
   using Accept = std::function<void(asio::ip::tcp::socket, std::string description)>;
+  // The io_context the next accepted socket will run on.
+  using SocketContext = std::function<asio::io_context&()>;
 
   // Listens on `address` ("host:port" or "[ipv6]:port"; port 0 picks a free one) for task
   // `task`; on `bind_address` instead of the address's host when not empty ("0.0.0.0", "::",
@@ -40,8 +42,9 @@ class Listener {
   // The port listened on (the real one when the address gave port 0).
   unsigned short port() const noexcept { return port_; }
 
-  // Accepts connections until close(), handing each to `accept`.
-  void start(Accept accept);
+  // Accepts connections until close(), handing each to `accept`; each socket on the context
+  // `socket_context` returned as its accept began (the listener's own when that is empty).
+  void start(Accept accept, SocketContext socket_context = {});
   // Stops accepting.
   void close();
 
@@ -53,6 +56,7 @@ class Listener {
   std::string host_;
   unsigned short port_ = 0;
   Accept accept_;
+  SocketContext socket_context_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -92,8 +96,9 @@ inline Listener::Listener(asio::io_context& io, const std::string& address, cons
   port_ = acceptor_.local_endpoint().port();
 }
 
-inline void Listener::start(Accept accept) {
+inline void Listener::start(Accept accept, SocketContext socket_context) {
   accept_ = std::move(accept);
+  socket_context_ = std::move(socket_context);
   asio::post(acceptor_.get_executor(), [this] { accept_next(); });
 }
 
@@ -105,8 +110,9 @@ inline void Listener::close() {
 }
 
 inline void Listener::accept_next() {
+  asio::io_context& socket_context = socket_context_ ? socket_context_() : io_;
   acceptor_.async_accept(
-      io_, [this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
+      socket_context, [this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
         if (ec) return;  // acceptor closed
         boost::system::error_code ignored;
         auto remote = socket.remote_endpoint(ignored);

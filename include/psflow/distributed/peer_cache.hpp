@@ -50,11 +50,14 @@ class PeerCache {
   // "host:port" of a task name; throws (NotFound, InvalidArgument) for a task not in the cluster.
   using AddressOf = std::function<std::string(const std::string& task)>;
   using Log = std::function<void(const std::string&)>;
+  // The io_context a new connection will run on (its I/O lane: io_lanes.hpp).
+  using SocketContext = std::function<asio::io_context&()>;
 
-  // `tls`: this task's TLS context (tls.hpp), null for plain TCP.
+  // `tls`: this task's TLS context (tls.hpp), null for plain TCP. `socket_context`: where each
+  // connect attempt runs (`io` when empty).
   PeerCache(asio::io_context& io, const ServerOptions& options, std::string self_task,
             std::uint64_t self_incarnation, AddressOf address_of, Adopt adopt, Log log,
-            std::shared_ptr<asio::ssl::context> tls = nullptr);
+            std::shared_ptr<asio::ssl::context> tls = nullptr, SocketContext socket_context = {});
   PeerCache(const PeerCache&) = delete;
   PeerCache& operator=(const PeerCache&) = delete;
 
@@ -115,6 +118,7 @@ class PeerCache {
   const Adopt adopt_;
   const Log log_;
   const std::shared_ptr<asio::ssl::context> tls_;
+  const SocketContext socket_context_;
 
   mutable std::mutex mutex_;
   bool stopped_ = false;
@@ -139,7 +143,7 @@ inline std::string unresolved_host_message(const std::string& host, const std::s
 inline PeerCache::PeerCache(asio::io_context& io, const ServerOptions& options,
                             std::string self_task, std::uint64_t self_incarnation,
                             AddressOf address_of, Adopt adopt, Log log,
-                            std::shared_ptr<asio::ssl::context> tls)
+                            std::shared_ptr<asio::ssl::context> tls, SocketContext socket_context)
     : io_(io),
       options_(options),
       self_task_(std::move(self_task)),
@@ -147,7 +151,8 @@ inline PeerCache::PeerCache(asio::io_context& io, const ServerOptions& options,
       address_of_(std::move(address_of)),
       adopt_(std::move(adopt)),
       log_(std::move(log)),
-      tls_(std::move(tls)) {}
+      tls_(std::move(tls)),
+      socket_context_(std::move(socket_context)) {}
 
 inline void PeerCache::connect_async(const std::string& task, ConnectDone done,
                                      std::chrono::milliseconds patience) {
@@ -273,7 +278,7 @@ inline void PeerCache::try_connect(const std::string& task, Clock::time_point st
     bool timed_out = false;  // the timer cut it
   };
   auto state = std::make_shared<Attempt>();
-  const auto strand = asio::make_strand(io_);
+  const auto strand = asio::make_strand(socket_context_ ? socket_context_() : io_);
   // With TLS, `socket` is the stream's own TCP socket (sharing its lifetime), so that the
   // give-up timer below cuts a TLS attempt too.
   auto tls = tls_ ? std::make_shared<TlsStream>(strand, *tls_) : nullptr;

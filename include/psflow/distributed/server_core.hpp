@@ -4,17 +4,17 @@
 // service, connects to the other tasks, and carries the stop protocol.
 //
 // Thread-safe. create() starts serving (ServerOptions::io_threads I/O threads run the
-// connections, each connection on its own strand); shut_down() stops, fails the steps running
-// here and joins the I/O threads. The core is shared: its Server holds it, and so does every
-// step running here, so a step that ends after its Server is gone still finds the device, the
-// pool and the connections it uses. The last step to end deletes the core on a thread of its
-// own, never inside the step's callbacks. The
-// blocking calls (connect, call, peer_incarnation, stop_task, stop_job, join) are for user
-// threads: on the server's own I/O threads they could wait for the very thread they block, so
-// there they throw Internal instead. Callbacks use connect_async and
-// open_connection. The pieces behind it, in psflow::detail: Listener (the listening socket),
-// PeerCache (connections to other tasks), FrameDispatcher (what arriving frames do) and the
-// stop protocol.
+// connections, each thread an I/O lane of its own and each connection on its own strand in the
+// lane with the fewest connections when it opened: io_lanes.hpp); shut_down() stops, fails the
+// steps running here and joins the I/O threads. The core is shared: its Server holds it, and so
+// does every step running here, so a step that ends after its Server is gone still finds the
+// device, the pool and the connections it uses. The last step to end deletes the core on a thread
+// of its own, never inside the step's callbacks. The blocking calls (connect, call,
+// peer_incarnation, stop_task, stop_job, join) are for user threads: on the server's own I/O
+// threads they could wait for the very thread they block, so there they throw Internal instead.
+// Callbacks use connect_async and open_connection. The pieces behind it, in psflow::detail:
+// Listener (the listening socket), PeerCache (connections to other tasks), FrameDispatcher (what
+// arriving frames do) and the stop protocol.
 #pragma once
 
 #include <algorithm>
@@ -46,6 +46,7 @@
 #include "psflow/distributed/end_of_training.hpp"
 #include "psflow/distributed/frame_dispatcher.hpp"
 #include "psflow/distributed/host_port.hpp"
+#include "psflow/distributed/io_lanes.hpp"
 #include "psflow/distributed/listener.hpp"
 #include "psflow/distributed/messages.hpp"
 #include "psflow/distributed/peer_cache.hpp"
@@ -158,9 +159,12 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   struct Release {
     void operator()(ServerCore* core) const noexcept;
   };
-  // Runs io_ on ServerOptions::io_threads threads. Called by create() once the shared owner
-  // exists: before that, a step arriving on an I/O thread could not take ownership of the core.
+  // Starts the I/O lanes' threads. Called by create() once the shared owner exists: before
+  // that, a step arriving on an I/O thread could not take ownership of the core.
   void start_io_threads();
+  // The I/O lane for a connection about to be opened or accepted: the one with the fewest open
+  // connections now.
+  asio::io_context& lane_for_new_connection();
   static std::atomic<std::size_t>& live_instances() noexcept {
     static std::atomic<std::size_t> count{0};
     return count;
@@ -199,13 +203,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // Null for plain TCP; checked (InvalidArgument) before anything listens.
   const std::shared_ptr<asio::ssl::context> tls_;
 
-  // Concurrency hint 1: an I/O thread that finds several ready handlers runs them itself
-  // instead of waking another I/O thread for each batch (locking stays on: every I/O thread
-  // still runs io_, and work posted from other threads wakes an idle one). A small step cost a
-  // wake-up of the second I/O thread on both ends, and a woken thread can wait a scheduler tick
-  // for a core when the machine is busy (benchmarks/README.md, "A ps serving many workers").
-  asio::io_context io_{1};
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  // One lane per I/O thread; io_ (lane 0) also runs the listener, the timers and the work
+  // posted without a connection.
+  detail::IoLanes lanes_;
+  asio::io_context& io_;
   detail::Listener listener_;
   std::unique_ptr<ThreadPool> own_pool_;
   ThreadPool* pool_ = nullptr;
@@ -231,9 +232,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   };
   std::map<std::uint64_t, std::shared_ptr<Watch>> watches_;
   std::uint64_t next_watch_ = 1;
-  // ServerOptions::io_threads threads run io_; each stores its id at start (refuse_on_io_thread).
+  // Each lane's thread stores its id at start (refuse_on_io_thread).
   std::unique_ptr<std::atomic<std::thread::id>[]> io_thread_ids_;
-  std::vector<std::thread> io_threads_;
   std::once_flag shut_down_once_;
   std::atomic<std::thread::id> shut_down_by_{};  // the thread that ran shut_down()
 };
@@ -302,7 +302,8 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
       incarnation_(detail::random_incarnation()),
       task_name_(detail::full_task_name(job_, task_index)),
       tls_(detail::make_tls_context(options_)),
-      work_(asio::make_work_guard(io_)),
+      lanes_(options_.io_threads),
+      io_(lanes_.main()),
       listener_(io_, cluster_.task_address(job_, task_index_), task_name_,
                 options_.bind_address),  // throws NotFound
       device_(task_name_ + "/device:CPU:0"),
@@ -310,7 +311,8 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
           io_, options_, task_name_, incarnation_,
           [this](const std::string& task) { return address_of(task); },
           [this](const std::shared_ptr<Connection>& c) { adopt(c); },
-          [this](const std::string& line) { log(line); }, tls_),
+          [this](const std::string& line) { log(line); }, tls_,
+          [this]() -> asio::io_context& { return lane_for_new_connection(); }),
       training_tasks_(detail::training_tasks(cluster_)) {
   detail::set_log_task(task_name_);  // the library's other log lines name this task
   device_.set_checkpoint_dir(options_.checkpoint_dir);
@@ -340,41 +342,51 @@ inline ServerCore::ServerCore(const ClusterSpec& cluster, std::string_view job_n
     std::lock_guard lock(registry().mutex);
     registry().servers[target()] = this;
   }
-  listener_.start([this](asio::ip::tcp::socket socket, std::string description) {
-    // Only members get a Connection (cluster_auth.hpp); the handshake runs before any frame,
-    // inside TLS when it is on (tls.hpp).
-    if (tls_)
-      return detail::admit_tls_member(
-          std::move(socket), *tls_, options_.cluster_secret, options_.handshake_timeout,
-          std::move(description), [this](const std::string& line) { log(line); },
-          [this](std::shared_ptr<TlsStream> member, std::string peer) {
-            adopt(std::make_shared<Connection>(std::move(member), options_.limits, std::move(peer),
-                                               options_.heartbeat_timeout));
-          });
-    detail::admit_member(
-        std::move(socket), options_.cluster_secret, options_.handshake_timeout,
-        std::move(description), [this](const std::string& line) { log(line); },
-        [this](asio::ip::tcp::socket member, std::string peer) {
-          adopt(std::make_shared<Connection>(std::move(member), options_.limits, std::move(peer),
-                                             options_.heartbeat_timeout));
-        });
-  });
+  listener_.start(
+      [this](asio::ip::tcp::socket socket, std::string description) {
+        // Only members get a Connection (cluster_auth.hpp); the handshake runs before any frame,
+        // inside TLS when it is on (tls.hpp).
+        if (tls_)
+          return detail::admit_tls_member(
+              std::move(socket), *tls_, options_.cluster_secret, options_.handshake_timeout,
+              std::move(description), [this](const std::string& line) { log(line); },
+              [this](std::shared_ptr<TlsStream> member, std::string peer) {
+                adopt(std::make_shared<Connection>(std::move(member), options_.limits,
+                                                   std::move(peer), options_.heartbeat_timeout));
+              });
+        detail::admit_member(
+            std::move(socket), options_.cluster_secret, options_.handshake_timeout,
+            std::move(description), [this](const std::string& line) { log(line); },
+            [this](asio::ip::tcp::socket member, std::string peer) {
+              adopt(std::make_shared<Connection>(std::move(member), options_.limits,
+                                                 std::move(peer), options_.heartbeat_timeout));
+            });
+      },
+      [this]() -> asio::io_context& { return lane_for_new_connection(); });
   io_thread_ids_ = std::make_unique<std::atomic<std::thread::id>[]>(options_.io_threads);
   live_instances().fetch_add(1);
 }
 
 inline void ServerCore::start_io_threads() {
-  for (std::size_t i = 0; i < options_.io_threads; ++i)
-    io_threads_.emplace_back([this, i] {
-      detail::mark_network_thread();  // expensive ops that become ready here go to the pool
-      io_thread_ids_[i].store(std::this_thread::get_id());
-      io_.run();
-    });
+  lanes_.start([this](std::size_t lane) {
+    detail::mark_network_thread();  // expensive ops that become ready here go to the pool
+    io_thread_ids_[lane].store(std::this_thread::get_id());
+  });
   log("serving on " + detail::join_host_port(listener_.host(), std::to_string(listener_.port())) +
       (options_.bind_address.empty() ? "" : ", listening on " + options_.bind_address) +
       " (incarnation " + incarnation_string(incarnation_) +
       (options_.cluster_secret.empty() ? "" : "; members only: cluster secret set") +
       (tls_ ? "; mutual TLS" : "") + ")");
+}
+
+inline asio::io_context& ServerCore::lane_for_new_connection() {
+  std::lock_guard lock(mutex_);
+  std::vector<std::size_t> open(lanes_.size(), 0);
+  for (const auto& connection : connections_) {
+    const std::size_t lane = lanes_.lane_of(connection->strand().get_inner_executor());
+    if (lane < open.size()) ++open[lane];
+  }
+  return lanes_.context(lanes_.pick(open));
 }
 
 inline ServerCore::~ServerCore() {
@@ -390,14 +402,11 @@ inline void ServerCore::shut_down() {
     }
     stop();
     worker_->abort_all(Status(ErrorCode::aborted, "task " + task_name_ + " is shutting down"));
-    work_.reset();
-    io_.stop();
-    for (auto& thread : io_threads_) thread.join();
+    lanes_.stop_and_join();
     // The closes stop() posted (and what they set off) may not have run yet: run them here,
-    // the only thread running io_ now, so the peers see the connections close at once.
-    io_.restart();
+    // the only thread running the lanes now, so the peers see the connections close at once.
     try {
-      io_.poll();
+      lanes_.drain();
     } catch (const std::exception& e) {
       log(std::string("while closing the connections: ") + e.what());
     }
