@@ -25,12 +25,14 @@
 
 #include "psflow/distributed/connection.hpp"
 #include "psflow/distributed/messages.hpp"
+#include "support/socket_pair.hpp"
 #include "support/wire_bytes.hpp"
 
 using namespace psflow;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using psflow::testing::header_bytes;
+using psflow::testing::socket_pair;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -86,14 +88,6 @@ struct IoThread {
     thread.join();
   }
 };
-
-std::pair<tcp::socket, tcp::socket> socket_pair(asio::io_context& io) {
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  tcp::socket client(io);
-  client.connect(acceptor.local_endpoint());
-  tcp::socket server = acceptor.accept();
-  return {std::move(client), std::move(server)};
-}
 
 // What a Connection's handlers saw (they run on the I/O thread).
 struct Events {

@@ -76,8 +76,11 @@ class PeerCache {
   std::uint64_t incarnation(const std::string& task) const;
   // Closes and forgets `task`'s connection, so the next use reconnects.
   void drop(const std::string& task);
-  // A peer said hello on a connection it opened: use that one for `task` too, unless we have
-  // an open connection to it already.
+  // A peer said hello on a connection it opened: use that one for `task` from now on. A peer
+  // opens a connection only when it has no open one to us, so one we still count open is stale:
+  // its close is not read yet (after this task was frozen, its backlog still being read on
+  // another I/O thread), and what we send there would be lost. When both ends connect at once,
+  // each end uses the newer of the two open connections, and either carries frames both ways.
   void accept_hello(const std::string& task, const std::shared_ptr<Connection>& connection,
                     std::uint64_t incarnation);
   // `connection` closed: no peer uses it any more.
@@ -225,10 +228,8 @@ inline void PeerCache::accept_hello(const std::string& task,
                                     std::uint64_t incarnation) {
   std::lock_guard lock(mutex_);
   Peer& peer = peers_[task];
-  if (!peer.connection || !peer.connection->is_open()) {
-    peer.connection = connection;
-    peer.incarnation = incarnation;
-  }
+  peer.connection = connection;
+  peer.incarnation = incarnation;
 }
 
 inline void PeerCache::forget(const std::shared_ptr<Connection>& connection) {
