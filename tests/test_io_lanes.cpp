@@ -55,6 +55,9 @@ TEST_CASE("each lane runs on a thread of its own, and lane_of names an executor'
     // Work on a strand of the lane (as a connection's) runs on that lane's thread.
     const auto strand = asio::make_strand(lanes.context(lane));
     CHECK(lanes.lane_of(strand.get_inner_executor()) == lane);
+    // An outgoing connection's strand nests inside its connect attempt's strand.
+    const auto nested = asio::make_strand(asio::any_io_executor(strand));
+    CHECK(lanes.lane_of(nested.get_inner_executor()) == lane);
     std::promise<std::thread::id> ran;
     asio::post(strand, [&] { ran.set_value(std::this_thread::get_id()); });
     auto f = ran.get_future();
