@@ -8,6 +8,7 @@
 #include <future>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -32,6 +33,9 @@ TEST_CASE("a new connection goes to the lane with the fewest open connections, t
   // A tie between lanes 0 and 1 after lane 2 was picked: the turn is at lane 0.
   CHECK(lanes.pick({1, 1, 2}) == 0);
   CHECK(lanes.pick({1, 1, 2}) == 1);
+  // One count per lane, no fewer and no more.
+  CHECK_THROWS_AS(lanes.pick({0, 0}), std::invalid_argument);
+  CHECK_THROWS_AS(lanes.pick({0, 0, 0, 0}), std::invalid_argument);
 }
 
 TEST_CASE("IoLanes of 0 has one lane") {

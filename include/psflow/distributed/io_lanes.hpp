@@ -7,7 +7,7 @@
 // busy one, and the kernel's scheduler, which favours threads that used little CPU of late,
 // makes the small request wait with it for a core. A connection on a lane of its own is read
 // by a thread that sleeps until the request arrives and is woken promptly (benchmarks/README.md,
-// "A ps serving many workers": A's loaded 4 KiB step p99 went from 9-19 × alone to 1.3-6.8 ×).
+// "A ps serving many workers": A's loaded 4 KiB step p99 went from 13-17 × alone to 1.1-1.7 ×).
 // So connections are spread over the lanes, each new one on the lane with the fewest open
 // connections. Lane 0 also runs the task's own timers and its listener.
 //
@@ -24,6 +24,8 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -49,9 +51,10 @@ class IoLanes {
   // Which lane runs `executor`'s work (size() when none of these does).
   std::size_t lane_of(const asio::any_io_executor& executor) const;
 
-  // The lane for a new connection, given how many open connections each lane has (one count per
-  // lane): the one with the fewest, ties going round in turn so that connections still being
-  // set up (not counted yet) spread too. Not thread-safe: the caller serializes its calls.
+  // The lane for a new connection, given how many open connections each lane has (exactly one
+  // count per lane; std::invalid_argument otherwise): the one with the fewest, ties going round in
+  // turn so that connections still being set up (not counted yet) spread too. Not thread-safe: the
+  // caller serializes its calls.
   std::size_t pick(const std::vector<std::size_t>& open_connections);
 
   // Starts one thread per lane; each calls `on_start(lane)` first, then runs its io_context.
@@ -98,13 +101,14 @@ inline std::size_t IoLanes::lane_of(const asio::any_io_executor& executor) const
 }
 
 inline std::size_t IoLanes::pick(const std::vector<std::size_t>& open_connections) {
-  const auto open = [&](std::size_t lane) {
-    return lane < open_connections.size() ? open_connections[lane] : 0;
-  };
+  if (open_connections.size() != lanes_.size())
+    throw std::invalid_argument("IoLanes::pick: " + std::to_string(open_connections.size()) +
+                                " connection counts for " + std::to_string(lanes_.size()) +
+                                " lanes; pass one count per lane");
   std::size_t best = next_ % lanes_.size();
   for (std::size_t k = 1; k < lanes_.size(); ++k) {
     const std::size_t lane = (next_ + k) % lanes_.size();
-    if (open(lane) < open(best)) best = lane;
+    if (open_connections[lane] < open_connections[best]) best = lane;
   }
   next_ = best + 1;
   return best;
