@@ -7,9 +7,11 @@
 //   is 10-80 us a page (a fresh 64 MiB receive buffer took 0.3-1.3 s to fill, a reused one
 //   20 ms). Freed blocks from 256 KiB up are therefore kept in one process-wide cache, bounded
 //   in bytes (oldest dropped first), and handed to the next request of the same size class.
-// - Small blocks. 64-byte-aligned allocation takes glibc's memalign path, which bypasses its
-//   per-thread cache; a scalar op pays that for every output. Blocks up to 4 KiB are recycled
-//   through a short per-thread free list instead.
+// - Small blocks. A scalar op allocates for every output. Blocks up to 4 KiB are recycled
+//   through a short per-thread free list, with no lock (glibc's own per-thread cache stops at
+//   about 1 KiB).
+// - Aligned blocks from glibc's memalign are never reused for a request of their own size
+//   (see aligned_new), so every block here comes from plain malloc, aligned by hand.
 // Under AddressSanitizer cached blocks are poisoned, so a use after free is still reported.
 //
 // Thread-safe.
@@ -61,11 +63,31 @@ struct Block {
   std::size_t capacity = 0;
 };
 
+// Aligned blocks come from plain malloc, aligned by hand, never from glibc's aligned allocation
+// (memalign, behind operator new with an alignment): glibc 2.36 (Debian 12) serves a memalign
+// request by carving the size plus the alignment out of its heap and trimming both ends, so a
+// freed block can never serve the next request of its own size. Where tensors are allocated on
+// one thread and freed on another (a worker's I/O thread receives the ps's 4-16 KiB variable,
+// the caller frees it), the heap then grew by the whole tensor nearly every step (a 16 KiB
+// step: 134 MB of heap after 20000 steps, 1.3 MB of it in use), and every step paid page
+// faults for fresh memory. Plain malloc reuses a freed block for the next request of its size.
+inline constexpr std::size_t kAlignedOverhead = kBufferAlignment + sizeof(void*);
+
 inline void* aligned_new(std::size_t bytes) {
-  return ::operator new (bytes, std::align_val_t{kBufferAlignment});
+  if (bytes > SIZE_MAX - kAlignedOverhead) throw std::bad_alloc();
+  void* base = std::malloc(bytes + kAlignedOverhead);
+  if (base == nullptr) throw std::bad_alloc();
+  const auto start = reinterpret_cast<std::uintptr_t>(base);
+  const std::uintptr_t aligned =
+      (start + sizeof(void*) + kBufferAlignment - 1) & ~std::uintptr_t{kBufferAlignment - 1};
+  reinterpret_cast<void**>(aligned)[-1] = base;  // where free() must start
+  // The slack after the block stays out of bounds under AddressSanitizer.
+  PSFLOW_POISON(reinterpret_cast<char*>(aligned) + bytes,
+                start + bytes + kAlignedOverhead - (aligned + bytes));
+  return reinterpret_cast<void*>(aligned);
 }
 inline void aligned_delete(void* p) noexcept {
-  ::operator delete (p, std::align_val_t{kBufferAlignment});
+  if (p != nullptr) std::free(static_cast<void**>(p)[-1]);
 }
 
 // Size classes. Small: powers of two from 64 B. Large: eight classes per power of two (at most
