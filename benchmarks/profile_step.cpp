@@ -42,6 +42,7 @@ void measure(const std::string& what, int steps, double units_per_step, const ch
   const long long faults0 = bench::minor_faults(), switches0 = bench::context_switches();
   const long long peer_faults0 = peer.empty() ? 0 : bench::minor_faults(peer);
   const long long peer_switches0 = peer.empty() ? 0 : bench::context_switches(peer);
+  const double cpu0 = bench::cpu_seconds(), peer_cpu0 = peer.empty() ? 0 : bench::cpu_seconds(peer);
   const auto t0 = std::chrono::steady_clock::now();
   CALLGRIND_START_INSTRUMENTATION;
   for (int i = 0; i < steps; ++i) one();
@@ -49,15 +50,17 @@ void measure(const std::string& what, int steps, double units_per_step, const ch
   const double s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
   std::printf(
-      "%s: %.1f us per step, %.1f ns per %s; per step: %.1f minor faults, %.1f context switches "
-      "here",
+      "%s: %.1f us per step, %.1f ns per %s; per step: %.1f minor faults, %.1f context switches, "
+      "%.1f us CPU here",
       what.c_str(), s * 1e6, s * 1e9 / units_per_step, unit,
       static_cast<double>(bench::minor_faults() - faults0) / steps,
-      static_cast<double>(bench::context_switches() - switches0) / steps);
+      static_cast<double>(bench::context_switches() - switches0) / steps,
+      (bench::cpu_seconds() - cpu0) * 1e6 / steps);
   if (!peer.empty())
-    std::printf("; %.1f minor faults, %.1f context switches in the ps",
+    std::printf("; %.1f minor faults, %.1f context switches, %.1f us CPU in the ps",
                 static_cast<double>(bench::minor_faults(peer) - peer_faults0) / steps,
-                static_cast<double>(bench::context_switches(peer) - peer_switches0) / steps);
+                static_cast<double>(bench::context_switches(peer) - peer_switches0) / steps,
+                (bench::cpu_seconds(peer) - peer_cpu0) * 1e6 / steps);
   std::printf(" (%d steps measured; divide callgrind's total by %.0f for instructions per %s)\n",
               steps, steps * units_per_step, unit);
 }

@@ -3,8 +3,9 @@
 // however the bytes are split, and big payloads leave intact through partial writes; a peer
 // that closes mid-frame closes the connection (close handler once, pending calls Unavailable,
 // no hang); a call without a reply fails with DeadlineExceeded; frames claiming more than the
-// limits close the connection before anything is allocated. With a heartbeat timeout, idle
-// connections stay open, a slow big frame counts as activity, and a silent peer is declared dead.
+// limits close the connection before anything is allocated; frames a thread holds leave when it
+// is done or when they are released. With a heartbeat timeout, idle connections stay open, a
+// slow big frame counts as activity, and a silent peer is declared dead.
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -450,6 +451,42 @@ TEST_CASE(
   CHECK(events.closes[0].code() == ErrorCode::unavailable);
   CHECK_THAT(events.closes[0].message(), Catch::Contains("closed by the peer"));
   CHECK(events.frames.empty());
+}
+
+TEST_CASE("frames a thread holds leave when it is done, or at once when they are released") {
+  IoThread loop;
+  auto [socket_a, peer] = socket_pair(loop.io);
+  auto a = std::make_shared<Connection>(std::move(socket_a), wire::WireLimits{}, "raw peer");
+  a->start([](const std::shared_ptr<Connection>&, wire::Frame) {},
+           [](const std::shared_ptr<Connection>&, const Status&) {});
+  // An idle connection writes from the sending thread, so a frame that is not held is in the
+  // loopback peer's socket by the time send() returns: nothing readable means it was held.
+  const auto readable = [&peer = peer] {
+    pollfd p{peer.native_handle(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+  };
+  const wire::Frame one = wire::make_frame(wire::MessageType::ping, wire::Handle{"one"});
+  const wire::Frame two = wire::make_frame(wire::MessageType::ping, wire::Handle{"two"});
+  const wire::Frame three = wire::make_frame(wire::MessageType::ping, wire::Handle{"three"});
+  {
+    Connection::HeldWrites held;
+    a->send(one);
+    CHECK_FALSE(readable());
+    detail::release_held_output();  // what the executor does before an expensive kernel
+    const auto first = read_frame(peer);
+    REQUIRE(first);
+    CHECK(first->second == frame_bytes(one).substr(wire::kHeaderBytes));
+    a->send(two);
+    a->send(three);
+    CHECK_FALSE(readable());  // held again after the release
+  }
+  for (const wire::Frame* expected : {&two, &three}) {
+    const auto next = read_frame(peer);
+    REQUIRE(next);
+    CHECK(next->second == frame_bytes(*expected).substr(wire::kHeaderBytes));
+  }
+  detail::release_held_output();  // no holder left on this thread: nothing happens
+  a->close(Status(ErrorCode::unavailable, "test over"));
 }
 
 TEST_CASE("a call without a reply fails with DeadlineExceeded, a late reply is dropped") {

@@ -413,6 +413,40 @@ TEST_CASE("a control input alone orders two nodes that share no data") {
   CHECK(recorder().runs["first"] == 1);
 }
 
+TEST_CASE("frames the thread holds are released before an expensive kernel, not a cheap one") {
+  // The holder stands for Connection::HeldWrites: it notes the recorder's clock when released.
+  struct Holder {
+    std::vector<int> released_at;
+    static void release(void* self) {
+      static_cast<Holder*>(self)->released_at.push_back(recorder().clock.load());
+    }
+  } holder;
+  const detail::OutputHolder previous = detail::hold_output({&Holder::release, &holder});
+  recorder().reset();
+  {
+    Graph g;
+    Output value = node(g, "T_Value", "value");  // expensive, as kernels are by default
+    const auto executor = make_executor(g, {value});
+    auto run = start(*executor, nullptr);  // no pool: it runs here, on the holding thread
+    REQUIRE(run->wait());
+    REQUIRE(run->status.ok());
+  }
+  REQUIRE(holder.released_at.size() == 1);
+  CHECK(holder.released_at[0] <= recorder().ticks["value"].first);
+  {
+    Graph g;
+    Output cheap = node(g, "T_Fail", "cheap", {},
+                        {{"code", static_cast<std::int64_t>(ErrorCode::invalid_argument)},
+                         {"message", std::string("cheap ran")}});
+    const auto executor = make_executor(g, {cheap});
+    auto run = start(*executor, nullptr);
+    REQUIRE(run->wait());
+    CHECK(run->status.code() == ErrorCode::invalid_argument);  // it ran, and released nothing
+  }
+  CHECK(holder.released_at.size() == 1);
+  detail::hold_output(previous);
+}
+
 TEST_CASE("a throwing kernel fails the step with its typed error, and no branch hangs") {
   recorder().reset();
   Graph g;

@@ -39,6 +39,7 @@
 #include "psflow/distributed/heartbeat_monitor.hpp"
 #include "psflow/distributed/outgoing_frame.hpp"
 #include "psflow/distributed/wire.hpp"
+#include "psflow/runtime/held_output.hpp"
 
 namespace psflow {
 
@@ -76,7 +77,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // While one exists on a thread, frames sent from that thread are held and written when it
   // ends, all those for one connection in one write. Each frame handler runs inside one, so a
-  // ps's _Send tensor and its run_graph reply leave together and wake the worker once.
+  // ps's _Send tensor and its run_graph reply leave together and wake the worker once; so does
+  // a worker's step start (master_session.hpp), so its run_graph request and the tensors its
+  // own partition sends leave in one write. The executor writes what is held before it runs an
+  // expensive kernel (runtime/held_output.hpp): held frames never wait on a computation.
   class HeldWrites {
    public:
     HeldWrites();
@@ -85,10 +89,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ~HeldWrites();
     static HeldWrites* active() noexcept { return current_; }
     void hold(std::shared_ptr<Connection> connection);
+    // Writes what is held now; frames sent later are held again.
+    void release();
 
    private:
     static inline thread_local HeldWrites* current_ = nullptr;
     HeldWrites* previous_;
+    detail::OutputHolder previous_holder_;
     std::vector<std::shared_ptr<Connection>> connections_;
   };
 
@@ -230,11 +237,24 @@ inline void Connection::send(wire::Frame frame) {
   asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
 }
 
-inline Connection::HeldWrites::HeldWrites() : previous_(current_) { current_ = this; }
+inline Connection::HeldWrites::HeldWrites()
+    : previous_(current_),
+      previous_holder_(detail::hold_output(
+          {[](void* held) { static_cast<HeldWrites*>(held)->release(); }, this})) {
+  current_ = this;
+}
 
 inline Connection::HeldWrites::~HeldWrites() {
   current_ = previous_;
-  for (const auto& connection : connections_) connection->write_held();
+  detail::hold_output(previous_holder_);
+  release();
+}
+
+inline void Connection::HeldWrites::release() {
+  // Taken out first: a failed write can run callbacks that send (and so hold) again.
+  const std::vector<std::shared_ptr<Connection>> held = std::move(connections_);
+  connections_.clear();
+  for (const auto& connection : held) connection->write_held();
 }
 
 inline void Connection::HeldWrites::hold(std::shared_ptr<Connection> connection) {

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -313,6 +314,9 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
         fail(Status(ErrorCode::unavailable, reason.message()).with_context("on " + task));
       })};
 
+  // The requests and what the local partition sends at once leave together, one write per
+  // task (its first expensive kernel, if it comes first, sends them: held_output.hpp).
+  std::optional<Connection::HeldWrites> step_start(std::in_place);
   for (std::size_t i = 0; i < plan.remotes.size(); ++i) {
     const RemotePartition& remote = plan.remotes[i];
     std::shared_ptr<Connection> connection;
@@ -377,6 +381,7 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
         finish_one();
       },
       trace ? &join->local_stats : nullptr);
+  step_start.reset();
 
   const auto wait_start = StepEndWatch::Clock::now();
   end_watch_.watch(join->ended);

@@ -54,6 +54,7 @@
 #include "psflow/core/error.hpp"
 #include "psflow/graph/graph.hpp"
 #include "psflow/runtime/cancellation.hpp"
+#include "psflow/runtime/held_output.hpp"
 #include "psflow/runtime/inline_frame.hpp"
 #include "psflow/runtime/kernel.hpp"
 #include "psflow/runtime/loop_plan.hpp"
@@ -530,6 +531,7 @@ inline void Executor::process(StepState* s, std::vector<int> ready) const {
           const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
           if (activity) activity->started(static_cast<std::size_t>(id));
           try {
+            if (p.expensive) detail::release_held_output();
             p.async_kernel->compute_async(
                 *call->ctx, [this, s, id, call, stats, activity, thread, start_ns](Status status) {
                   const PlanNode& node = plan_[static_cast<std::size_t>(id)];
@@ -629,6 +631,7 @@ inline bool Executor::call_kernel(StepErrors* s, int id, const Entry* const* inp
   if (activity) activity->started(static_cast<std::size_t>(id));
   bool ran = true;
   try {
+    if (p.expensive) detail::release_held_output();  // frames held here never wait on it
     OpKernelContext ctx(*p.node, *p.device, *s->step, inputs, outputs, dead);
     ctx.allow_moving_inputs(movable);
     p.kernel->compute(ctx);
@@ -923,6 +926,7 @@ inline void Executor::run_async_loop_node(LoopStep* s, const TaggedNode& t,
   const std::int64_t start_ns = stats ? trace_clock_ns() : 0;
   if (activity) activity->started(static_cast<std::size_t>(t.id));
   try {
+    if (p.expensive) detail::release_held_output();
     p.async_kernel->compute_async(
         *call->ctx, [this, s, t, call, stats, activity, thread, start_ns](Status status) {
           const PlanNode& node = plan_[static_cast<std::size_t>(t.id)];
