@@ -995,6 +995,48 @@ TEST_CASE(
   CHECK(worker->stopped());
 }
 
+// A step's requests leave together with what the worker's own partition sends (one write per
+// task), but never wait on a connect: while the master retries a ps that is down, the other
+// ps's request and the heartbeats queued behind it are out, so that ps does not declare the
+// worker dead, and the step fails naming the ps that is down.
+TEST_CASE("while the master waits to reach one ps, another ps still hears from it") {
+  Cluster cluster(2, 1, /*start=*/false);
+  cluster.ps_flags[0] = {"--heartbeat_timeout_s=1"};
+  cluster.start_ps(0);
+  cluster.start_ps(1);
+  ServerOptions options = cluster.quiet(4s);  // retries ps1 for 4 s, 4 x ps0's patience
+  options.heartbeat_timeout = 1s;
+  Server worker(cluster.spec(), "worker", 0, options);
+  Graph g;
+  Output on_ps0, on_ps1;
+  {
+    auto ps0 = g.device("/job:ps/task:0");
+    on_ps0 = ops::constant(g, Tensor(2.0f), "two") * 3.0;
+  }
+  {
+    auto ps1 = g.device("/job:ps/task:1");
+    on_ps1 = ops::constant(g, Tensor(1.0f), "one") + 1.0;
+  }
+  Session sess(g, worker.target());
+  const auto first = sess.run({on_ps0, on_ps1});  // registers both partitions
+  CHECK(first[0].equals(Tensor(6.0f)));
+
+  const std::string ps1 = "/job:ps/replica:0/task:1";
+  cluster.ps[1]->kill(SIGKILL);
+  REQUIRE(cluster.ps[1]->wait_for(10s));
+  REQUIRE(psflow::testing::eventually([&] { return !worker.core().open_connection(ps1); }, 5s));
+  try {
+    sess.run({on_ps0, on_ps1});
+    FAIL("a step needing a ps that is down must fail");
+  } catch (const Unavailable& e) {
+    CHECK_THAT(e.what(), Catch::Contains(ps1));
+    CHECK_THAT(e.what(), !Catch::Contains("/job:ps/replica:0/task:0"));
+  }
+  // ps0 kept the worker: a step on it alone still runs.
+  CHECK(sess.run({on_ps0})[0].equals(Tensor(6.0f)));
+  worker.stop_job("ps", 2s);
+}
+
 TEST_CASE(
     "a blocking Server call on the server's own I/O thread throws Internal instead of hanging") {
   Cluster cluster(1, 1);

@@ -321,7 +321,13 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
     const RemotePartition& remote = plan.remotes[i];
     std::shared_ptr<Connection> connection;
     try {
-      connection = server_.connect(remote.task);
+      connection = server_.open_connection(remote.task);
+      if (!connection) {
+        // Connecting may take up to connect_timeout: what is held for the tasks before must not
+        // wait that long, nor their heartbeats, which queue behind a held write.
+        step_start->release();
+        connection = server_.connect(remote.task);
+      }
     } catch (const Error& e) {
       fail(Status(e.code(), e.message()));
       skip(i);
