@@ -1,6 +1,7 @@
 // Tensor memory: freed large buffers come back for the next tensor of their size, small ones
 // through a per-thread free list, and a block freed on another thread serves the next tensor of
-// its size; the cache stays within its byte limit.
+// its size (through glibc, or psflow's shelf when the freeing thread cannot keep it); the cache
+// stays within its byte limit.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <thread>
@@ -113,6 +114,32 @@ TEST_CASE("a block freed on another thread serves the next tensor of its size") 
   }
 }
 #endif
+
+TEST_CASE("a block its freeing thread cannot keep serves the next request of its size anywhere") {
+  // The shelf, psflow's own (so also under the sanitizers): a 4 KiB block freed by a thread
+  // whose own list of that size is full, and a 100000-byte block (no per-thread list), are
+  // handed to the next request of their size on a third thread.
+  for (std::size_t bytes : {4096u, 100000u}) {
+    std::vector<Tensor> emptying;  // takes what earlier tests left on the shelf of this size
+    std::thread([&] {
+      for (int i = 0; i < 40; ++i)
+        emptying.emplace_back(DType::float32, psflow::Shape{floats(bytes)});
+    }).join();
+    // One more 4 KiB block than a thread's own list keeps.
+    const int count = bytes == 4096 ? 33 : 1;
+    std::vector<Tensor> made;
+    std::thread([&] {
+      for (int i = 0; i < count; ++i)
+        made.emplace_back(DType::float32, psflow::Shape{floats(bytes)});
+    }).join();
+    const void* last_freed = made.back().raw_data();
+    std::thread([&] { made.clear(); }).join();  // frees in order: the last one is shelved
+    const void* reused = nullptr;
+    std::thread([&] { reused = Tensor(DType::float32, {floats(bytes)}).raw_data(); }).join();
+    INFO(bytes << " bytes");
+    CHECK(reused == last_freed);
+  }
+}
 
 TEST_CASE("tensors freed by exiting threads and after them are returned cleanly") {
   // Run under AddressSanitizer this shows no leak and no use of a thread's freed list.

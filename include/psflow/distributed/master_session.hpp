@@ -21,8 +21,6 @@
 // references to the graph and the Server, which must outlive it.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +32,7 @@
 #include "psflow/core/compilation.hpp"
 #include "psflow/distributed/server_core.hpp"
 #include "psflow/graph/subgraph.hpp"
+#include "psflow/runtime/one_shot_event.hpp"
 #include "psflow/runtime/partition.hpp"
 #include "psflow/runtime/placer.hpp"
 #include "psflow/runtime/session.hpp"
@@ -223,9 +222,8 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
                                                    RunMetadata* metadata) {
   struct Join {
     std::mutex mutex;
-    std::condition_variable done;
     std::size_t remaining = 0;
-    std::atomic<bool> ended{false};  // remaining reached 0; read without the mutex by the watch
+    OneShotEvent ended;  // remaining reached 0; set after the mutex is released
     Status first_error;
     std::vector<Tensor> fetches;
     std::vector<bool> finished;         // per remote
@@ -278,16 +276,15 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
     const auto bound = deadline.remaining() + std::chrono::milliseconds(200);
     if (call_timeout.count() == 0 || bound < call_timeout) call_timeout = bound;
   }
-  // The last one ends the step. `ended` and the notification come after the unlock: a caller
-  // that saw them while this thread still held the mutex would sleep on it and need a second
-  // wake-up, which on a busy machine can cost a scheduler tick.
+  // The last one ends the step. `ended` is set after the unlock: a caller that saw it while
+  // this thread still held the mutex would sleep on the mutex and need a second wake-up, which
+  // on a busy machine can cost a scheduler tick.
   auto finish_one = [join] {
     {
       std::lock_guard lock(join->mutex);
       if (--join->remaining != 0) return;
     }
-    join->ended.store(true, std::memory_order_release);
-    join->done.notify_all();
+    join->ended.set();
   };
   // Marks remote i done without a reply (never sent, or the step failed before).
   auto skip = [join, finish_one](std::size_t i) {
@@ -391,11 +388,11 @@ inline std::vector<Tensor> MasterSession::run_step(const StepPlan& plan, std::ve
 
   const auto wait_start = StepEndWatch::Clock::now();
   end_watch_.watch(join->ended);
-  std::unique_lock lock(join->mutex);
   // Bounded: remote calls end by reply, deadline or a dropped connection; the local partition
   // ends once its receives are satisfied or aborted.
-  join->done.wait(lock, [&] { return join->remaining == 0; });
+  join->ended.wait();
   end_watch_.learn(StepEndWatch::Clock::now() - wait_start);
+  std::unique_lock lock(join->mutex);
   if (trace) {
     metadata->tasks.push_back(
         join->local_stats.take(server_.task_name(), server_.worker().device().name()));

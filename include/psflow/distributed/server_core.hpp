@@ -33,6 +33,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -189,6 +190,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // task has been connected for orphan_timeout; reschedules itself on an I/O thread.
   void check_orphaned();
   bool has_worker_connection() const;
+  // The task of a device a partition sends to, parsed once per device name: every tensor
+  // sent looks it up.
+  const std::string& task_of_destination(const std::string& device);
   void send_tensor(const std::string& dst_device, std::uint64_t step_id, const std::string& key,
                    Tensor value);
   // Throws Internal when called on one of this server's I/O threads: `what` would wait for it.
@@ -231,6 +235,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
     PeerLost lost;
   };
   std::map<std::uint64_t, std::shared_ptr<Watch>> watches_;
+  std::mutex destinations_mutex_;
+  std::unordered_map<std::string, std::string> task_of_destination_;  // never erased: stable
   std::uint64_t next_watch_ = 1;
   // Each lane's thread stores its id at start (refuse_on_io_thread).
   std::unique_ptr<std::atomic<std::thread::id>[]> io_thread_ids_;
@@ -553,6 +559,14 @@ inline void ServerCore::stop_watching(std::uint64_t id) {
   watch->active = false;
 }
 
+inline const std::string& ServerCore::task_of_destination(const std::string& device) {
+  std::lock_guard lock(destinations_mutex_);
+  auto it = task_of_destination_.find(device);
+  if (it == task_of_destination_.end())
+    it = task_of_destination_.emplace(device, detail::task_of_device(device)).first;
+  return it->second;
+}
+
 inline void ServerCore::send_tensor(const std::string& dst_device, std::uint64_t step_id,
                                     const std::string& key, Tensor value) {
   const bool dead = value.empty();  // the untaken side of a cond (runtime/rendezvous.hpp)
@@ -562,7 +576,7 @@ inline void ServerCore::send_tensor(const std::string& dst_device, std::uint64_t
         std::to_string(value.nbytes()) + " bytes) to " + dst_device + " under key " + key);
   std::vector<Tensor> payload;
   if (!dead) payload.push_back(std::move(value));
-  peers_.send(detail::task_of_device(dst_device),
+  peers_.send(task_of_destination(dst_device),
               wire::make_frame(wire::MessageType::tensor, wire::TensorMessage{step_id, key},
                                std::move(payload)),
               // The receiver is unreachable; its step cannot complete, fail ours here too.

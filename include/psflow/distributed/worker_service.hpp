@@ -19,7 +19,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,13 +26,13 @@
 #include <set>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "psflow/core/device_spec.hpp"
 #include "psflow/graph/graph_def.hpp"
 #include "psflow/runtime/executor.hpp"
 #include "psflow/runtime/kernels.hpp"
+#include "psflow/runtime/recent_ids.hpp"
 #include "psflow/runtime/rendezvous.hpp"
 
 namespace psflow {
@@ -174,8 +173,7 @@ class WorkerService {
   std::map<std::string, std::shared_ptr<Registered>> graphs_;
   std::uint64_t next_handle_ = 1;
   std::unordered_map<std::uint64_t, StepState> steps_;
-  std::deque<std::uint64_t> finished_;
-  std::unordered_set<std::uint64_t> finished_set_;
+  detail::RecentIds finished_{100000};  // steps finished here: late tensors for them are dropped
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -426,9 +424,9 @@ inline std::vector<std::string> WorkerService::report_slow_steps(std::chrono::mi
 inline std::shared_ptr<StepRendezvous> WorkerService::step_rendezvous(std::uint64_t step_id,
                                                                       bool starting) {
   std::lock_guard lock(mutex_);
-  if (finished_set_.count(step_id)) return nullptr;
   auto it = steps_.find(step_id);
   if (it == steps_.end()) {
+    if (finished_.contains(step_id)) return nullptr;
     sweep_orphans();
     StepState state;
     state.rendezvous = std::make_shared<StepRendezvous>(
@@ -448,12 +446,7 @@ inline std::shared_ptr<StepRendezvous> WorkerService::step_rendezvous(std::uint6
 inline void WorkerService::finish_step(std::uint64_t step_id) {
   std::lock_guard lock(mutex_);
   steps_.erase(step_id);
-  finished_.push_back(step_id);
-  finished_set_.insert(step_id);
-  if (finished_.size() > 100000) {
-    finished_set_.erase(finished_.front());
-    finished_.pop_front();
-  }
+  finished_.add(step_id);
 }
 
 inline void WorkerService::sweep_orphans() {

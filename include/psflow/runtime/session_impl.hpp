@@ -95,22 +95,24 @@ inline void validate_run_arguments(const Graph& graph, const std::vector<Output>
     if (!out.valid()) throw InvalidArgument("Session::run: a feed key is an empty Output");
     if (&out.graph() != &graph)
       throw InvalidArgument("Session::run: feed '" + out.name() + "' belongs to another Graph");
-    const std::string what = out.op().type() == "Placeholder"
-                                 ? "placeholder '" + out.op().name() + "'"
-                                 : "tensor '" + out.name() + "'";
+    // Named only for an error: a valid run builds no strings.
+    const auto what = [&out] {
+      return out.op().type() == "Placeholder" ? "placeholder '" + out.op().name() + "'"
+                                              : "tensor '" + out.name() + "'";
+    };
     if (value.empty())
-      throw InvalidArgument("Session::run: the value fed to " + what + " is an empty Tensor");
+      throw InvalidArgument("Session::run: the value fed to " + what() + " is an empty Tensor");
     if (value.dtype() != out.dtype())
-      throw InvalidArgument("Session::run: cannot feed a " + value.summary() + " value to " + what +
-                            ", which has dtype " + std::string(dtype_name(out.dtype())));
+      throw InvalidArgument("Session::run: cannot feed a " + value.summary() + " value to " +
+                            what() + ", which has dtype " + std::string(dtype_name(out.dtype())));
     if (!out.shape().is_compatible_with(value.shape()))
       throw InvalidArgument("Session::run: cannot feed a value of shape " +
-                            shape_string(value.shape()) + " to " + what + ", which has shape " +
+                            shape_string(value.shape()) + " to " + what() + ", which has shape " +
                             out.shape().to_string());
     if (out.is_ref())
       throw InvalidArgument("Session::run: cannot feed variable reference '" + out.name() + "'");
     for (std::size_t j = 0; j < i; ++j)
-      if (feeds[j].first == out) throw InvalidArgument("Session::run: " + what + " is fed twice");
+      if (feeds[j].first == out) throw InvalidArgument("Session::run: " + what() + " is fed twice");
   }
 }
 

@@ -18,6 +18,8 @@
 #include <chrono>
 #include <thread>
 
+#include "psflow/runtime/one_shot_event.hpp"
+
 namespace psflow::detail {
 
 class StepEndWatch {
@@ -28,12 +30,14 @@ class StepEndWatch {
   explicit StepEndWatch(std::chrono::microseconds limit = kDefaultLimit)
       : limit_(std::thread::hardware_concurrency() > 1 ? limit : std::chrono::microseconds(0)) {}
 
-  // Call right before sleeping on the step's end, with the flag its last completion sets.
-  // Returns when `ended` is true, when the limit passed, or at once while watching does not pay.
-  void watch(const std::atomic<bool>& ended) const {
+  // Call right before sleeping on the step's end, with the flag its last completion sets (an
+  // std::atomic<bool> or a OneShotEvent). Returns when `ended` is set, when the limit passed,
+  // or at once while watching does not pay.
+  template <class Flag>
+  void watch(const Flag& ended) const {
     if (!worth_watching()) return;
     const auto until = Clock::now() + limit_;
-    while (!ended.load(std::memory_order_acquire) && Clock::now() < until) relax();
+    while (!is_set(ended) && Clock::now() < until) relax();
   }
 
   // After the step ended: `waited` is how long the caller waited from its call to watch().
@@ -50,6 +54,9 @@ class StepEndWatch {
 
  private:
   static constexpr int kScale = 1 << 16;  // a share of 1
+
+  static bool is_set(const std::atomic<bool>& flag) { return flag.load(std::memory_order_acquire); }
+  static bool is_set(const OneShotEvent& event) { return event.is_set(); }
 
   static void relax() {
 #if defined(__x86_64__) || defined(__i386__)
