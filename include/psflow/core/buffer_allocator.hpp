@@ -252,7 +252,7 @@ class BlockShelf {
   static constexpr std::size_t kPerClass = 16;
   static constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
   // Classes: the seven small ones (64 B .. 4 KiB), then eight per power of two up to
-  // kLargeBlockMin (medium_class_capacity).
+  // kLargeBlockMin (the classes of large_class_capacity).
   static constexpr std::size_t kClasses = 7 + 8 * 6;
 
   static std::size_t class_index(std::size_t capacity) {
