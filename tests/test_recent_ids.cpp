@@ -1,6 +1,6 @@
-// RecentIds: remembers the last `capacity` ids (0 included), forgets the oldest
-// first, and keeps every other member findable across the removals (checked
-// against a reference model with ids chosen to collide in the table).
+// RecentIds: remembers the last `capacity` ids (0 included), forgets the oldest first, and keeps
+// every other member findable across the removals (checked against a reference model with ids
+// chosen to collide in the table).
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <deque>
@@ -29,11 +29,8 @@ TEST_CASE("ids are remembered until capacity newer ones came") {
   CHECK(ids.size() == 3);
 }
 
-TEST_CASE(
-    "id 0 is remembered and forgotten like any other, and a capacity of "
-    "0 is refused") {
-  // 0 marks the table's empty slots, so it is kept apart; a peer may still send
-  // step 0.
+TEST_CASE("id 0 is remembered and forgotten like any other, and a capacity of 0 is refused") {
+  // 0 marks the table's empty slots, so it is kept apart; a peer may still send step 0.
   RecentIds ids(2);
   CHECK_FALSE(ids.contains(0));
   ids.add(0);
@@ -48,8 +45,8 @@ TEST_CASE(
 }
 
 TEST_CASE("membership matches a reference model through many evictions") {
-  // Small ids and a small table: long probe runs that wrap around the table's
-  // end, so every removal moves other members back.
+  // Small ids and a small table: long probe runs that wrap around the table's end, so every
+  // removal moves other members back.
   for (const std::uint64_t range : {40ull, 1000ull, ~0ull}) {
     RecentIds ids(16);
     std::deque<std::uint64_t> order;

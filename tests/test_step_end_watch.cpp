@@ -7,8 +7,10 @@
 #include <thread>
 #include <vector>
 
+#include "psflow/runtime/one_shot_event.hpp"
 #include "psflow/runtime/step_end_watch.hpp"
 
+using psflow::detail::OneShotEvent;
 using psflow::detail::StepEndWatch;
 using namespace std::chrono_literals;
 
@@ -27,17 +29,17 @@ TEST_CASE("a watch returns when another thread ends the step") {
     WARN("one hardware thread: StepEndWatch never watches here");
     return;
   }
-  std::atomic<bool> ended{false};
+  OneShotEvent ended;
   std::atomic<bool> watching{false};
   std::thread ender([&] {
     while (!watching.load()) std::this_thread::yield();
-    ended.store(true, std::memory_order_release);
+    ended.set();
   });
   const auto start = StepEndWatch::Clock::now();
   watching = true;
   watch.watch(ended);
   const auto took = StepEndWatch::Clock::now() - start;
-  const bool seen = ended.load();
+  const bool seen = ended.is_set();
   ender.join();
   CHECK(seen);
   CHECK(took < 10s);  // it saw the flag, not the 30 s limit
@@ -49,7 +51,7 @@ TEST_CASE("a watch gives up at its limit when the step does not end") {
     WARN("one hardware thread: StepEndWatch never watches here");
     return;
   }
-  std::atomic<bool> ended{false};  // never set: only the limit can end this watch
+  OneShotEvent ended;  // never set: only the limit can end this watch
   const auto start = StepEndWatch::Clock::now();
   watch.watch(ended);
   CHECK(StepEndWatch::Clock::now() - start < 10s);
@@ -63,7 +65,7 @@ TEST_CASE("steps that outlast the limit stop the watching, and short steps bring
   }
   teach(watch, 60s, 32);  // longer than the limit: watching did not pay
   CHECK_FALSE(watch.worth_watching());
-  std::atomic<bool> never{false};
+  OneShotEvent never;
   const auto start = StepEndWatch::Clock::now();
   watch.watch(never);  // returns at once instead of watching for 30 s
   CHECK(StepEndWatch::Clock::now() - start < 10s);
@@ -78,7 +80,8 @@ TEST_CASE("one watch shared by concurrent callers") {
   for (int t = 0; t < 4; ++t)
     callers.emplace_back([&watch, t] {
       for (int step = 0; step < 500; ++step) {
-        std::atomic<bool> ended{step % 2 == 0};
+        OneShotEvent ended;
+        if (step % 2 == 0) ended.set();
         const auto start = StepEndWatch::Clock::now();
         watch.watch(ended);
         watch.learn(t % 2 ? StepEndWatch::Clock::now() - start : 1s);

@@ -1,17 +1,14 @@
-// RecentIds: the last `capacity` distinct 64-bit ids added, oldest forgotten
-// first, with a membership test. A task remembers the steps it finished this
-// way, so that a tensor or a request arriving late for one of them is dropped
-// instead of starting the step again.
+// RecentIds: the last `capacity` distinct 64-bit ids added, oldest forgotten first, with a
+// membership test. A task remembers the steps it finished this way, so that a tensor or a
+// request arriving late for one of them is dropped instead of starting the step again.
 //
-// Every step looks an id up and adds one, so the layout is chosen for cache
-// misses: one flat table probed linearly (one miss a lookup) and a ring of the
-// ids in the order they came. A node-based set of 100000 random ids cost two to
-// four misses a lookup and an allocation an insertion, about 1 µs of each small
-// step in each process.
+// Every step looks an id up and adds one, so the layout is chosen for cache misses: one flat
+// table probed linearly (one miss a lookup) and a ring of the ids in the order they came. A
+// node-based set of 100000 random ids cost two to four misses a lookup and an allocation an
+// insertion, about 1 µs of each small step in each process.
 //
-// Contract: not thread-safe (callers hold their own lock). Every id is
-// accepted, 0 included (the table marks empty slots with 0 and keeps that one
-// id's membership in a flag).
+// Contract: not thread-safe (callers hold their own lock). Every id is accepted, 0 included
+// (the table marks empty slots with 0 and keeps that one id's membership in a flag).
 #pragma once
 
 #include <cstddef>
@@ -68,8 +65,8 @@ class RecentIds {
     return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ull) >> 32) & mask_;
   }
 
-  // Removes a present id, moving later members of its probe run back so that no
-  // lookup stops early at the hole (no tombstones to accumulate).
+  // Removes a present id, moving later members of its probe run back so that no lookup stops
+  // early at the hole (no tombstones to accumulate).
   void erase(std::uint64_t id) {
     if (id == kEmpty) {
       has_empty_id_ = false;
@@ -79,8 +76,7 @@ class RecentIds {
     while (slots_[hole] != id) hole = (hole + 1) & mask_;
     for (std::size_t i = (hole + 1) & mask_; slots_[i] != kEmpty; i = (i + 1) & mask_) {
       const std::size_t want = home(slots_[i]);
-      // slots_[i] may fill the hole unless its home lies cyclically in (hole,
-      // i].
+      // slots_[i] may fill the hole unless its home lies cyclically in (hole, i].
       const bool home_after_hole = ((i - want) & mask_) < ((i - hole) & mask_);
       if (home_after_hole) continue;
       slots_[hole] = slots_[i];

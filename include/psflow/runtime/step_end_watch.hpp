@@ -30,14 +30,12 @@ class StepEndWatch {
   explicit StepEndWatch(std::chrono::microseconds limit = kDefaultLimit)
       : limit_(std::thread::hardware_concurrency() > 1 ? limit : std::chrono::microseconds(0)) {}
 
-  // Call right before sleeping on the step's end, with the flag its last completion sets (an
-  // std::atomic<bool> or a OneShotEvent). Returns when `ended` is set, when the limit passed,
-  // or at once while watching does not pay.
-  template <class Flag>
-  void watch(const Flag& ended) const {
+  // Call right before sleeping on the step's end, with the event its last completion sets.
+  // Returns when `ended` is set, when the limit passed, or at once while watching does not pay.
+  void watch(const OneShotEvent& ended) const {
     if (!worth_watching()) return;
     const auto until = Clock::now() + limit_;
-    while (!is_set(ended) && Clock::now() < until) relax();
+    while (!ended.is_set() && Clock::now() < until) relax();
   }
 
   // After the step ended: `waited` is how long the caller waited from its call to watch().
@@ -54,9 +52,6 @@ class StepEndWatch {
 
  private:
   static constexpr int kScale = 1 << 16;  // a share of 1
-
-  static bool is_set(const std::atomic<bool>& flag) { return flag.load(std::memory_order_acquire); }
-  static bool is_set(const OneShotEvent& event) { return event.is_set(); }
 
   static void relax() {
 #if defined(__x86_64__) || defined(__i386__)
