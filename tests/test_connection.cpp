@@ -68,12 +68,30 @@ Tensor pattern(std::size_t floats, float seed) {
   return t;
 }
 
-// An io_context run by its own thread until the object goes away. Declare it after whatever
-// the connections' handlers and reply callbacks use, and before the connections.
+// An io_context run by its own thread until the object goes away, and how the connections
+// started through it read: through Asio on their strand, or (`reading_on_threads`) each on a
+// thread of its own, as a Server's plain TCP connections do; every test runs both ways. Declare
+// it after whatever the connections' handlers and reply callbacks use, and before the
+// connections: going away, it closes those it started and waits for their threads.
 struct IoThread {
+  explicit IoThread(bool reading_on_threads) : on_threads(reading_on_threads) {}
+  const bool on_threads;
+  detail::ConnectionThreads threads;
+  std::mutex started_mutex;
+  std::vector<std::weak_ptr<Connection>> started;
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::thread thread{[this] { io.run(); }};
+
+  // Starts `connection` the way this test runs.
+  void start(const std::shared_ptr<Connection>& connection, Connection::FrameHandler on_frame,
+             Connection::CloseHandler on_close) {
+    {
+      std::lock_guard lock(started_mutex);
+      started.push_back(connection);
+    }
+    connection->start(std::move(on_frame), std::move(on_close), on_threads ? &threads : nullptr);
+  }
   // Returns once every handler queued on the loop before the call, and every handler those
   // queued in turn (a strand's hand-off), has run: the sign that a reaction had its chance.
   void drain() {
@@ -84,6 +102,12 @@ struct IoThread {
     }
   }
   ~IoThread() {
+    {
+      std::lock_guard lock(started_mutex);
+      for (auto& weak : started)
+        if (auto c = weak.lock()) c->close(Status(ErrorCode::aborted, "test over"));
+    }
+    threads.join_all();
     work.reset();
     io.stop();
     thread.join();
@@ -98,8 +122,10 @@ struct Events {
   std::vector<Status> closes;
   bool echo = false;  // answer each ping with a reply carrying "re:" + its metadata and its tensors
 
-  void start(const std::shared_ptr<Connection>& connection) {
-    connection->start(
+  template <class Loop>
+  void start(const std::shared_ptr<Connection>& connection, Loop& loop) {
+    loop.start(
+        connection,
         [this](const std::shared_ptr<Connection>& c, wire::Frame f) {
           if (echo && f.type == wire::MessageType::ping)
             c->send(
@@ -193,15 +219,16 @@ void write_raw(tcp::socket& socket, const std::string& bytes) {
 }  // namespace
 
 TEST_CASE("requests and replies pair up in both directions, one-way frames keep their order") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events_a, events_b;
   Reply one, two, three;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_a, socket_b] = socket_pair(loop.io);
   auto a = std::make_shared<Connection>(std::move(socket_a), wire::WireLimits{}, "peer b");
   auto b = std::make_shared<Connection>(std::move(socket_b), wire::WireLimits{}, "peer a");
   events_a.echo = events_b.echo = true;
-  events_a.start(a);
-  events_b.start(b);
+  events_a.start(a, loop);
+  events_b.start(b, loop);
 
   a->call(wire::Frame{wire::MessageType::ping, 0, "one", {f32({1, 2}, {2})}}, one.callback());
   a->call(wire::Frame{wire::MessageType::ping, 0, "two", {}}, two.callback(), 10s);
@@ -334,11 +361,12 @@ TEST_CASE(
 
 TEST_CASE(
     "big payloads leave intact through partial writes, in order with the frames around them") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_c, raw] = socket_pair(loop.io);
   auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "raw peer");
-  events.start(c);
+  events.start(c, loop);
   // The raw peer reads nothing until everything is sent: the socket buffer fills, the first
   // write from this thread is partial and the I/O thread writes the rest and what queued behind.
   const std::vector<wire::Frame> frames = {
@@ -364,13 +392,14 @@ TEST_CASE(
 }
 
 TEST_CASE("big frames sent from two threads at once arrive whole, each thread's in order") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events, unused;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_a, socket_b] = socket_pair(loop.io);
   auto a = std::make_shared<Connection>(std::move(socket_a), wire::WireLimits{}, "b");
   auto b = std::make_shared<Connection>(std::move(socket_b), wire::WireLimits{}, "a");
-  unused.start(a);
-  events.start(b);
+  unused.start(a, loop);
+  events.start(b, loop);
   constexpr int kPerThread = 6;
   std::vector<std::thread> senders;
   for (int t = 0; t < 2; ++t)
@@ -407,12 +436,13 @@ TEST_CASE("big frames sent from two threads at once arrive whole, each thread's 
 
 TEST_CASE(
     "a peer closing mid-frame closes the connection: close handler once, pending calls fail") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events;
   Reply pending, later;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_c, raw] = socket_pair(loop.io);
   auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "raw peer");
-  events.start(c);
+  events.start(c, loop);
   c->call(wire::Frame{wire::MessageType::ping, 0, "anyone?", {}}, pending.callback());
   REQUIRE(read_frame(raw));  // the request arrived; no reply will come
 
@@ -454,11 +484,13 @@ TEST_CASE(
 }
 
 TEST_CASE("frames a thread holds leave when it is done, or at once when they are released") {
-  IoThread loop;
+  const bool reading_on_threads = GENERATE(false, true);
+  IoThread loop{reading_on_threads};
   auto [socket_a, peer] = socket_pair(loop.io);
   auto a = std::make_shared<Connection>(std::move(socket_a), wire::WireLimits{}, "raw peer");
-  a->start([](const std::shared_ptr<Connection>&, wire::Frame) {},
-           [](const std::shared_ptr<Connection>&, const Status&) {});
+  loop.start(
+      a, [](const std::shared_ptr<Connection>&, wire::Frame) {},
+      [](const std::shared_ptr<Connection>&, const Status&) {});
   // An idle connection writes from the sending thread, so a frame that is not held is in the
   // loopback peer's socket by the time send() returns: nothing readable means it was held.
   const auto readable = [&peer = peer] {
@@ -490,12 +522,13 @@ TEST_CASE("frames a thread holds leave when it is done, or at once when they are
 }
 
 TEST_CASE("a call without a reply fails with DeadlineExceeded, a late reply is dropped") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events;
   Reply slow, fast;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_c, raw] = socket_pair(loop.io);
   auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "slow peer");
-  events.start(c);
+  events.start(c, loop);
   c->call(wire::Frame{wire::MessageType::ping, 0, "slow", {}}, slow.callback(), 100ms);
   const auto request = read_frame(raw);
   REQUIRE(request);
@@ -534,6 +567,7 @@ TEST_CASE("a call without a reply fails with DeadlineExceeded, a late reply is d
 }
 
 TEST_CASE("frames claiming more than the limits close only their connection, before allocating") {
+  const bool reading_on_threads = GENERATE(false, true);
   wire::WireLimits limits;
   limits.max_metadata_bytes = 4096;
   limits.max_tensor_bytes = 1u << 20;
@@ -574,10 +608,10 @@ TEST_CASE("frames claiming more than the limits close only their connection, bef
   for (const Case& bad : cases) {
     DYNAMIC_SECTION(bad.name) {
       Events events;
-      IoThread loop;
+      IoThread loop{reading_on_threads};
       auto [socket_c, raw] = socket_pair(loop.io);
       auto c = std::make_shared<Connection>(std::move(socket_c), limits, "hostile peer");
-      events.start(c);
+      events.start(c, loop);
       write_raw(raw, bad.bytes);
       REQUIRE(events.wait_closed());
       CHECK(sees_close(raw));
@@ -592,12 +626,13 @@ TEST_CASE("frames claiming more than the limits close only their connection, bef
 }
 
 TEST_CASE("closing locally fails pending calls with the reason, a second close does nothing") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events;
   Reply pending;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_c, raw] = socket_pair(loop.io);
   auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "quiet peer");
-  events.start(c);
+  events.start(c, loop);
   c->call(wire::Frame{wire::MessageType::ping, 0, "hello", {}}, pending.callback());
   c->close(Status(ErrorCode::aborted, "the test says bye"));
   REQUIRE(pending.wait());
@@ -618,15 +653,16 @@ TEST_CASE("closing locally fails pending calls with the reason, a second close d
 }
 
 TEST_CASE("heartbeats keep an idle pair of connections open, and reach no frame handler") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events_a, events_b;
   Reply answered;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_a, socket_b] = socket_pair(loop.io);
   auto a = std::make_shared<Connection>(std::move(socket_a), wire::WireLimits{}, "peer b", 300ms);
   auto b = std::make_shared<Connection>(std::move(socket_b), wire::WireLimits{}, "peer a", 300ms);
   events_b.echo = true;
-  events_a.start(a);
-  events_b.start(b);
+  events_a.start(a, loop);
+  events_b.start(b, loop);
   std::this_thread::sleep_for(1500ms);  // five heartbeat timeouts without a single frame
   CHECK(a->is_open());
   CHECK(b->is_open());
@@ -652,11 +688,12 @@ TEST_CASE("heartbeats keep an idle pair of connections open, and reach no frame 
 }
 
 TEST_CASE("a slow big frame counts as activity: its peer is not declared dead meanwhile") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_c, raw] = socket_pair(loop.io);
   auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "slow sender", 1s);
-  events.start(c);
+  events.start(c, loop);
   // 1 MiB written in 25 pieces 100 ms apart: 2.5 s, two and a half heartbeat timeouts, during
   // which the raw peer sends no heartbeat, only the frame's bytes.
   constexpr std::size_t kFloats = 256 * 1024;
@@ -681,15 +718,16 @@ TEST_CASE("a slow big frame counts as activity: its peer is not declared dead me
 }
 
 TEST_CASE("a silent peer is declared dead after the heartbeat timeout, naming it and the silence") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events;
   Reply pending;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_c, raw] = socket_pair(loop.io);
   auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{},
                                         "client 127.0.0.1:4242", 400ms);
   c->set_peer_task("/job:ps/replica:0/task:1");
   const auto started = std::chrono::steady_clock::now();
-  events.start(c);
+  events.start(c, loop);
   c->call(wire::Frame{wire::MessageType::ping, 0, "anyone?", {}}, pending.callback());
   // The raw peer reads what comes (the request, then heartbeats) and never answers.
   REQUIRE(read_frame(raw));
@@ -714,11 +752,12 @@ TEST_CASE("a silent peer is declared dead after the heartbeat timeout, naming it
 }
 
 TEST_CASE("without a heartbeat timeout a silent peer is never declared dead") {
+  const bool reading_on_threads = GENERATE(false, true);
   Events events;
-  IoThread loop;
+  IoThread loop{reading_on_threads};
   auto [socket_c, raw] = socket_pair(loop.io);
   auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "quiet peer");
-  events.start(c);
+  events.start(c, loop);
   std::this_thread::sleep_for(1s);  // the silence under test: no timeout may end it
   CHECK(c->is_open());
   pollfd p{raw.native_handle(), POLLIN, 0};

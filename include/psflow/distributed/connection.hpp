@@ -10,19 +10,37 @@
 // drives the heartbeats (heartbeat_monitor.hpp): a peer silent for the heartbeat timeout is
 // declared dead and the connection closes with Unavailable naming it and how long it was silent.
 //
+// Reading. Started with ConnectionThreads (as a Server starts its plain TCP connections), a
+// connection reads on a thread of its own, blocked in its socket's recv: a message then costs one
+// system call, where the reactor (epoll) costs three: the read that finds nothing, epoll_wait and
+// the read after it (on this project's 2-core VM about 6 µs of a 4 KiB ps step's 45;
+// benchmarks/README.md). The socket leaves Asio's reactor for it, so what the sending thread
+// cannot write at once goes out through a writer thread of the connection's own, started when
+// first needed. Closing shuts the socket down, which ends both threads' waits; the reader then
+// fails the pending requests and calls the close handler. Without ConnectionThreads, and always
+// over TLS, the connection reads through Asio on its strand.
+//
 // Over TLS (tls.hpp) the same frames go through an asio::ssl::stream instead of the plain
 // socket: OpenSSL's state is not thread-safe, so every write then goes through the strand
 // (async_write), small pieces gathered into one record. The plain socket keeps its direct
 // sendmsg path.
 //
-// Thread-safe: send(), call() and close() may be called from any thread. Handlers run on the
-// connection's strand (on one of the task's I/O threads, one handler at a time).
+// Thread-safe: send(), call() and close() may be called from any thread. Handlers run one at a
+// time: on the connection's reader thread, or on its strand (one of the task's I/O threads).
 #pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,6 +53,7 @@
 
 #include "psflow/core/log.hpp"
 #include "psflow/distributed/connect_errors.hpp"
+#include "psflow/distributed/connection_threads.hpp"
 #include "psflow/distributed/frame_parser.hpp"
 #include "psflow/distributed/heartbeat_monitor.hpp"
 #include "psflow/distributed/outgoing_frame.hpp"
@@ -64,9 +83,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(std::shared_ptr<TlsStream> tls, wire::WireLimits limits, std::string description,
              std::chrono::milliseconds heartbeat_timeout = {});
 
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
   // Starts reading; `on_frame` gets every frame that is not a reply to one of our requests,
-  // `on_close` the reason once the connection closes. Both run on the strand.
-  void start(FrameHandler on_frame, CloseHandler on_close);
+  // `on_close` the reason once the connection closes. With `threads`, a plain TCP connection
+  // reads (and runs both handlers) on a thread of its own from `threads`, which must outlive
+  // that thread (ConnectionThreads::join_all); else both run on the strand.
+  void start(FrameHandler on_frame, CloseHandler on_close,
+             detail::ConnectionThreads* threads = nullptr);
 
   // Sends a frame without blocking: when nothing else is being written it goes out from this
   // thread at once (saving a wake-up of the I/O thread per message, the larger part of a small
@@ -142,6 +168,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
     else
       f(socket_);
   }
+  // Reading on a thread of its own (start() with ConnectionThreads): the reader's loop, what
+  // it calls, and the writer for what the sending threads could not write at once.
+  void read_on_thread();
+  Status receive_some(asio::mutable_buffer room, std::size_t& received);
+  Status receive_exactly(asio::mutable_buffer piece);
+  void write_on_thread();
+  // Hands what is queued to whoever writes when the socket had no room: the writer thread
+  // when reading on one, else the strand. writing_ stays set.
+  void write_later();
+  // Reading on a thread: marks the connection closed and shuts its socket down, which ends the
+  // reader's and the writer's waits (any thread). The first reason counts.
+  void request_close(const Status& reason, bool log);
+  // The reader's last act: fails the pending requests and calls the close handler.
+  void finish_reading(const Status& failure, bool log);
+  // The socket when reading on a thread, else -1 (mutex_ held).
+  bool reads_on_thread() const noexcept { return fd_ >= 0; }
+  Status closed_status(const Status& reason) const;
+
   // Reads whatever the socket has (up to the inbox's room), then parses it.
   void read_more();
   // Reads the part of the frame's payload the inbox did not hold, then delivers it.
@@ -160,12 +204,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The peer's task when it said hello and the description does not name it, else "the peer"
   // (the close reason names the description too).
   std::string peer_name() const;
-  // Closes at once (strand); `log` says why on standard error.
+  // Closes at once (strand; reading on a thread: any thread, the reader then ends it); `log`
+  // says why on standard error.
   void close_now(const Status& reason, bool log = false);
 
   asio::ip::tcp::socket socket_;    // plain TCP; unused (never opened) with TLS
   std::shared_ptr<TlsStream> tls_;  // null for plain TCP
   std::vector<char> tls_staging_;
+  int fd_ = -1;  // reading on a thread: the socket, taken out of Asio's reactor (closed last)
+  detail::ConnectionThreads* threads_ = nullptr;  // reading on a thread: where its threads run
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;
   const std::string description_;
@@ -178,6 +225,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   mutable std::mutex mutex_;
   bool closed_ = false;
   bool writing_ = false;
+  bool writer_started_ = false;  // reading on a thread: its writer thread runs
+  std::condition_variable writer_wake_;
   Status close_reason_;
   std::string peer_task_;
   detail::OutgoingQueue queue_;
@@ -208,9 +257,37 @@ inline Connection::Connection(std::shared_ptr<TlsStream> tls, wire::WireLimits l
   tls_->next_layer().set_option(asio::ip::tcp::no_delay(true), ignored);
 }
 
-inline void Connection::start(FrameHandler on_frame, CloseHandler on_close) {
+inline Connection::~Connection() {
+  if (fd_ >= 0) ::close(fd_);  // both threads, which held this connection, have ended
+}
+
+inline void Connection::start(FrameHandler on_frame, CloseHandler on_close,
+                              detail::ConnectionThreads* threads) {
   on_frame_ = std::move(on_frame);
   on_close_ = std::move(on_close);
+  if (threads && !tls_) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!closed_ && socket_.is_open()) {
+        boost::system::error_code ec;
+        const int fd = socket_.release(ec);  // out of the reactor: it would wake a lane per read
+        if (!ec && fd >= 0) {
+          fd_ = fd;
+          threads_ = threads;
+          ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);  // recv blocks
+        }
+      }
+    }
+    if (fd_ >= 0) {
+      asio::dispatch(strand_, [self = shared_from_this()] {
+        self->heartbeats_.start(Clock::now());  // the silence counts from the start
+        self->arm_timer();
+      });
+      if (!threads->spawn([self = shared_from_this()] { self->read_on_thread(); }))
+        finish_reading(Status(ErrorCode::unavailable, "its task is shutting down"), false);
+      return;
+    }
+  }
   asio::dispatch(strand_, [self = shared_from_this()] {
     self->heartbeats_.start(Clock::now());  // the silence counts from the start
     self->parse_frames();
@@ -234,7 +311,7 @@ inline void Connection::send(wire::Frame frame) {
       return;
     }
   }
-  asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
+  write_later();
 }
 
 inline Connection::HeldWrites::HeldWrites()
@@ -280,6 +357,13 @@ inline void Connection::call(wire::Frame request, ReplyCallback done,
 }
 
 inline void Connection::close(const Status& reason) {
+  {
+    std::unique_lock lock(mutex_);
+    if (reads_on_thread()) {
+      lock.unlock();
+      return request_close(reason, false);
+    }
+  }
   asio::dispatch(strand_, [self = shared_from_this(), reason] { self->close_now(reason); });
 }
 
@@ -332,8 +416,54 @@ inline void Connection::write_queued() {
 
 inline bool Connection::write_queue_without_blocking() {
   if (tls_) return false;  // OpenSSL's state is the strand's alone: it writes
-  if (detail::send_without_blocking(socket_.native_handle(), queue_) > 0) heartbeats_.note_sent();
+  const int fd = reads_on_thread() ? fd_ : socket_.native_handle();
+  if (detail::send_without_blocking(fd, queue_) > 0) heartbeats_.note_sent();
   return queue_.empty();
+}
+
+inline void Connection::write_later() {
+  {
+    std::unique_lock lock(mutex_);
+    if (reads_on_thread()) {
+      if (closed_) return;
+      if (writer_started_) return writer_wake_.notify_one();
+      writer_started_ = true;
+      lock.unlock();
+      if (!threads_->spawn([self = shared_from_this()] { self->write_on_thread(); }))
+        request_close(Status(ErrorCode::unavailable, "its task is shutting down"), false);
+      return;
+    }
+  }
+  asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
+}
+
+inline void Connection::write_on_thread() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    writer_wake_.wait(lock, [&] { return closed_ || (writing_ && !queue_.empty()); });
+    if (closed_) return;
+    for (;;) {
+      errno = 0;
+      const std::size_t sent = detail::send_without_blocking(fd_, queue_);
+      if (sent > 0) heartbeats_.note_sent();
+      if (queue_.empty()) break;
+      const int failed = errno;
+      if (sent == 0 && failed != 0 && failed != EAGAIN && failed != EWOULDBLOCK &&
+          failed != EINTR) {
+        lock.unlock();
+        return request_close(
+            Status(ErrorCode::unavailable, std::string("write failed: ") + std::strerror(failed)),
+            false);
+      }
+      // Room comes as the peer reads; closing shuts the socket down, which ends the wait too.
+      lock.unlock();
+      pollfd room{fd_, POLLOUT, 0};
+      ::poll(&room, 1, 50);
+      lock.lock();
+      if (closed_) return;
+    }
+    writing_ = false;
+  }
 }
 
 inline void Connection::write_held() {
@@ -345,7 +475,7 @@ inline void Connection::write_held() {
       return;
     }
   }
-  asio::dispatch(strand_, [self = shared_from_this()] { self->write_queued(); });
+  write_later();
 }
 
 inline void Connection::read_more() {
@@ -486,15 +616,22 @@ inline void Connection::check_heartbeats(Clock::time_point now) {
   }
 }
 
+inline Status Connection::closed_status(const Status& reason) const {
+  return Status(reason.code() == ErrorCode::data_loss ? ErrorCode::unavailable : reason.code(),
+                "connection to " + description_ + " lost: " + reason.message());
+}
+
 inline void Connection::close_now(const Status& reason, bool log) {
   std::map<std::uint64_t, Pending> pending;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    if (reads_on_thread()) {
+      lock.unlock();
+      return request_close(reason, log);
+    }
     if (closed_) return;
     closed_ = true;
-    close_reason_ =
-        Status(reason.code() == ErrorCode::data_loss ? ErrorCode::unavailable : reason.code(),
-               "connection to " + description_ + " lost: " + reason.message());
+    close_reason_ = closed_status(reason);
     pending.swap(pending_);
     queue_.clear();
   }
@@ -505,6 +642,95 @@ inline void Connection::close_now(const Status& reason, bool log) {
   timer_.cancel();
   for (auto& [id, p] : pending) p.done(close_reason_, {});
   if (on_close_) on_close_(shared_from_this(), close_reason_);
+  on_frame_ = nullptr;
+  on_close_ = nullptr;
+}
+
+inline void Connection::read_on_thread() {
+  Status failure;  // why reading ended, unless closing was asked (close_reason_ then)
+  bool log_failure = false;
+  while (failure.ok() && is_open()) {
+    switch (parser_.parse()) {
+      case detail::FrameParser::Next::frame:
+        deliver();
+        break;
+      case detail::FrameParser::Next::malformed:
+        failure = parser_.error();
+        log_failure = true;
+        break;
+      case detail::FrameParser::Next::read_payload:
+        for (const auto& piece : parser_.unread_payload())
+          if (failure.ok()) failure = receive_exactly(piece);
+        if (failure.ok()) deliver();
+        break;
+      case detail::FrameParser::Next::read_more: {
+        std::size_t received = 0;
+        failure = receive_some(parser_.read_buffer(), received);
+        if (failure.ok()) parser_.bytes_read(received);
+        break;
+      }
+    }
+  }
+  finish_reading(failure, log_failure);
+}
+
+inline Status Connection::receive_some(asio::mutable_buffer room, std::size_t& received) {
+  for (;;) {
+    const ssize_t got = ::recv(fd_, room.data(), room.size(), 0);
+    if (got > 0) {
+      heartbeats_.note_received();  // each piece of a large payload counts: it is not silence
+      received = static_cast<std::size_t>(got);
+      return {};
+    }
+    if (got == 0) return Status(ErrorCode::unavailable, "connection closed by the peer");
+    const int failed = errno;
+    if (failed == EINTR) continue;
+    if (failed == EAGAIN || failed == EWOULDBLOCK) {  // the socket was made non-blocking
+      pollfd readable{fd_, POLLIN, 0};
+      ::poll(&readable, 1, 50);
+      continue;
+    }
+    if (failed == ECONNRESET || failed == EPIPE)
+      return Status(ErrorCode::unavailable, "connection closed by the peer");
+    return Status(ErrorCode::unavailable, std::string("read failed: ") + std::strerror(failed));
+  }
+}
+
+inline Status Connection::receive_exactly(asio::mutable_buffer piece) {
+  while (piece.size() > 0) {
+    std::size_t received = 0;
+    if (Status s = receive_some(piece, received); !s.ok()) return s;
+    piece += received;
+  }
+  return {};
+}
+
+inline void Connection::request_close(const Status& reason, bool log) {
+  int fd;
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) return;
+    closed_ = true;
+    close_reason_ = closed_status(reason);
+    queue_.clear();
+    fd = fd_;
+  }
+  writer_wake_.notify_all();
+  if (log) log_line("closing connection with " + description_ + ": " + reason.message());
+  ::shutdown(fd, SHUT_RDWR);  // ends the reader's recv and the writer's wait
+}
+
+inline void Connection::finish_reading(const Status& failure, bool log) {
+  request_close(failure.ok() ? Status(ErrorCode::unavailable, "connection closed") : failure, log);
+  std::map<std::uint64_t, Pending> pending;
+  Status reason;
+  {
+    std::lock_guard lock(mutex_);
+    pending.swap(pending_);
+    reason = close_reason_;
+  }
+  for (auto& [id, p] : pending) p.done(reason, {});
+  if (on_close_) on_close_(shared_from_this(), reason);
   on_frame_ = nullptr;
   on_close_ = nullptr;
 }

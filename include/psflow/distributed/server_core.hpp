@@ -44,6 +44,7 @@
 #include "psflow/distributed/cluster_spec.hpp"
 #include "psflow/distributed/connect_deadline.hpp"
 #include "psflow/distributed/connection.hpp"
+#include "psflow/distributed/connection_threads.hpp"
 #include "psflow/distributed/end_of_training.hpp"
 #include "psflow/distributed/frame_dispatcher.hpp"
 #include "psflow/distributed/host_port.hpp"
@@ -210,6 +211,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // One lane per I/O thread; io_ (lane 0) also runs the listener, the timers and the work
   // posted without a connection.
   detail::IoLanes lanes_;
+  // Each plain TCP connection reads on a thread of its own (connection.hpp); all joined by
+  // shut_down(), after the connections closed.
+  detail::ConnectionThreads connection_threads_;
   asio::io_context& io_;
   detail::Listener listener_;
   std::unique_ptr<ThreadPool> own_pool_;
@@ -416,6 +420,8 @@ inline void ServerCore::shut_down() {
     } catch (const std::exception& e) {
       log(std::string("while closing the connections: ") + e.what());
     }
+    // The connections' own threads end as their sockets were shut down by the closes above.
+    connection_threads_.join_all();
     shut_down_by_.store(std::this_thread::get_id());
   });
 }
@@ -453,6 +459,7 @@ inline void ServerCore::refuse_on_io_thread(std::string_view what) const {
   bool mine = false;
   for (std::size_t i = 0; i < options_.io_threads && !mine; ++i)
     mine = io_thread_ids_[i].load() == self;
+  mine = mine || connection_threads_.on_this_thread();
   if (!mine) return;
   throw Internal("Server::" + std::string(what) + " called on an I/O thread of " + task_name_ +
                  ": it would block a thread that serves connections, maybe the very one it "
@@ -506,7 +513,8 @@ inline void ServerCore::adopt(const std::shared_ptr<Connection>& connection) {
     connections_.insert(connection);
   }
   connection->start([this](const auto& c, wire::Frame f) { dispatcher_->handle(c, std::move(f)); },
-                    [this](const auto& c, const Status& reason) { handle_close(c, reason); });
+                    [this](const auto& c, const Status& reason) { handle_close(c, reason); },
+                    &connection_threads_);
 }
 
 inline void ServerCore::handle_close(const std::shared_ptr<Connection>& connection,

@@ -64,11 +64,11 @@ struct ServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_ca_file;
-  // Threads that read and write this task's connections, each with connections of its own (a
-  // new connection goes to the thread with the fewest; each connection on a strand of its own,
-  // so its frames stay in order): with several, a worker's large tensor being received or sent
-  // does not hold another worker's small step. With more workers than I/O threads, workers
-  // share a thread. At least 1 (InvalidArgument otherwise). Expensive ops never run on them
+  // Threads that run this task's timers (heartbeats, request deadlines), listener, connects
+  // and handshakes, and read and write its TLS connections, each with connections of its own
+  // (a new connection goes to the thread with the fewest; each connection on a strand of its
+  // own, so its frames stay in order). A plain TCP connection reads on a thread of its own
+  // instead. At least 1 (InvalidArgument otherwise). Expensive ops never run on them
   // (docs/architecture.md, "Threads of a task").
   std::size_t io_threads = 2;
   // A ps whose workers are gone for good stops by itself after this long. It applies once a
