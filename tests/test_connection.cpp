@@ -5,9 +5,12 @@
 // no hang); a call without a reply fails with DeadlineExceeded; frames claiming more than the
 // limits close the connection before anything is allocated; frames a thread holds leave when it
 // is done or when they are released. With a heartbeat timeout, idle connections stay open, a
-// slow big frame counts as activity, and a silent peer is declared dead.
+// slow big frame counts as activity, and a silent peer is declared dead. A connection reading
+// on a thread of its own runs it with a short time slice, the normal one while a large payload
+// arrives.
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -26,6 +29,7 @@
 
 #include "psflow/distributed/connection.hpp"
 #include "psflow/distributed/messages.hpp"
+#include "psflow/runtime/short_time_slice.hpp"
 #include "support/socket_pair.hpp"
 #include "support/wire_bytes.hpp"
 
@@ -763,4 +767,50 @@ TEST_CASE("without a heartbeat timeout a silent peer is never declared dead") {
   pollfd p{raw.native_handle(), POLLIN, 0};
   CHECK(::poll(&p, 1, 0) == 0);  // and it sent no heartbeat
   c->close(Status(ErrorCode::unavailable, "test over"));
+}
+
+TEST_CASE(
+    "a connection's reader runs with a short time slice, the normal one for a large payload") {
+  const std::optional<std::chrono::nanoseconds> normal = detail::time_slice_of_thread();
+  if (!normal) {
+    WARN("this kernel reports no time slice (before Linux 6.12): the request is not visible");
+    return;
+  }
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::optional<std::chrono::nanoseconds>> slices;  // as each frame's handler saw
+  std::atomic<int> reader{0};                                   // the reader's thread id
+  IoThread loop{true};
+  auto [socket_c, raw] = socket_pair(loop.io);
+  auto c = std::make_shared<Connection>(std::move(socket_c), wire::WireLimits{}, "test peer");
+  loop.start(
+      c,
+      [&](const std::shared_ptr<Connection>&, wire::Frame) {
+        reader = static_cast<int>(::gettid());
+        std::lock_guard lock(mutex);
+        slices.push_back(detail::time_slice_of_thread());
+        changed.notify_all();
+      },
+      [](const std::shared_ptr<Connection>&, const Status&) {});
+  const auto wait_handled = [&](std::size_t frames) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, 10s, [&] { return slices.size() >= frames; });
+  };
+
+  write_raw(raw, frame_bytes(wire::make_frame(wire::MessageType::ping, wire::Handle{"small"})));
+  REQUIRE(wait_handled(1));
+  CHECK(slices[0] == std::chrono::nanoseconds(detail::kShortTimeSlice));
+
+  // 4 MiB whose second half is held back: the reader waits for it in recv, with the normal slice.
+  const std::string big = frame_bytes(wire::make_frame(
+      wire::MessageType::tensor, wire::TensorMessage{1, "big"}, {pattern(1u << 20, 1)}));
+  write_raw(raw, big.substr(0, big.size() / 2));
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (detail::time_slice_of_thread(reader) != normal &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  CHECK(detail::time_slice_of_thread(reader) == normal);
+  write_raw(raw, big.substr(big.size() / 2));
+  REQUIRE(wait_handled(2));
+  CHECK(slices[1] == std::chrono::nanoseconds(detail::kShortTimeSlice));  // short again
 }

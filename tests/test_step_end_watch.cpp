@@ -1,15 +1,20 @@
 // StepEndWatch: a watch returns once the step's flag is set or its limit passed; it stops
-// watching after steps that outlast the limit and starts again once steps end within it; it is
-// safe to share between concurrent callers.
+// watching after steps that outlast the limit and starts again once steps end within it, and
+// while the machine's cores are contended; it is safe to share between concurrent callers.
+// The watches here are given no probe of the machine's cores (other tests keep them busy)
+// unless the case is about contention.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "psflow/runtime/core_contention.hpp"
 #include "psflow/runtime/one_shot_event.hpp"
 #include "psflow/runtime/step_end_watch.hpp"
 
+using psflow::detail::CoreContention;
 using psflow::detail::OneShotEvent;
 using psflow::detail::StepEndWatch;
 using namespace std::chrono_literals;
@@ -24,7 +29,7 @@ void teach(StepEndWatch& watch, StepEndWatch::Clock::duration waited, int count)
 }  // namespace
 
 TEST_CASE("a watch returns when another thread ends the step") {
-  StepEndWatch watch(30s);
+  StepEndWatch watch(30s, nullptr);
   if (!watch.worth_watching()) {
     WARN("one hardware thread: StepEndWatch never watches here");
     return;
@@ -46,7 +51,7 @@ TEST_CASE("a watch returns when another thread ends the step") {
 }
 
 TEST_CASE("a watch gives up at its limit when the step does not end") {
-  StepEndWatch watch(1ms);
+  StepEndWatch watch(1ms, nullptr);
   if (!watch.worth_watching()) {
     WARN("one hardware thread: StepEndWatch never watches here");
     return;
@@ -58,7 +63,7 @@ TEST_CASE("a watch gives up at its limit when the step does not end") {
 }
 
 TEST_CASE("steps that outlast the limit stop the watching, and short steps bring it back") {
-  StepEndWatch watch(30s);
+  StepEndWatch watch(30s, nullptr);
   if (!watch.worth_watching()) {
     WARN("one hardware thread: StepEndWatch never watches here");
     return;
@@ -75,7 +80,7 @@ TEST_CASE("steps that outlast the limit stop the watching, and short steps bring
 }
 
 TEST_CASE("one watch shared by concurrent callers") {
-  StepEndWatch watch(200us);
+  StepEndWatch watch(200us, nullptr);
   std::vector<std::thread> callers;
   for (int t = 0; t < 4; ++t)
     callers.emplace_back([&watch, t] {
@@ -93,4 +98,29 @@ TEST_CASE("one watch shared by concurrent callers") {
   CHECK_FALSE(watch.worth_watching());
   teach(watch, 1us, 64);
   CHECK(watch.worth_watching() == (std::thread::hardware_concurrency() > 1));
+}
+
+TEST_CASE("no watching while the machine's cores are contended") {
+  long runnable = 1;  // the caller alone
+  CoreContention cores(2, [&runnable]() -> std::optional<long> { return runnable; });
+  StepEndWatch watch(30s, &cores);
+  if (std::thread::hardware_concurrency() < 2) {
+    CHECK_FALSE(watch.worth_watching());
+    return;
+  }
+  CHECK(watch.worth_watching());
+  runnable = 3;  // two more threads runnable on 2 cores: every core wanted
+  // The probe samples at most every kSampleEvery; within a few samples it sees the load.
+  const auto deadline = StepEndWatch::Clock::now() + 10s;
+  while (watch.worth_watching() && StepEndWatch::Clock::now() < deadline) std::this_thread::yield();
+  CHECK_FALSE(watch.worth_watching());
+  OneShotEvent never;
+  const auto start = StepEndWatch::Clock::now();
+  watch.watch(never);  // returns at once instead of watching for 30 s
+  CHECK(StepEndWatch::Clock::now() - start < 10s);
+
+  runnable = 1;  // free again: watching comes back once the free samples outnumber the others
+  while (!watch.worth_watching() && StepEndWatch::Clock::now() < deadline)
+    std::this_thread::yield();
+  CHECK(watch.worth_watching());
 }

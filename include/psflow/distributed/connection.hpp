@@ -17,8 +17,12 @@
 // benchmarks/README.md). The socket leaves Asio's reactor for it, so what the sending thread
 // cannot write at once goes out through a writer thread of the connection's own, started when
 // first needed. Closing shuts the socket down, which ends both threads' waits; the reader then
-// fails the pending requests and calls the close handler. Without ConnectionThreads, and always
-// over TLS, the connection reads through Asio on its strand.
+// fails the pending requests and calls the close handler. The reader runs with a short time
+// slice (runtime/short_time_slice.hpp), the normal one while it receives a payload of
+// kLargePayload or more: it wakes for a frame and sleeps again, and a small step's request
+// should not wait for a core behind another worker's 64 MiB update. The writer, which only
+// ever moves what did not fit in the socket at once, keeps the normal slice. Without
+// ConnectionThreads, and always over TLS, the connection reads through Asio on its strand.
 //
 // Over TLS (tls.hpp) the same frames go through an asio::ssl::stream instead of the plain
 // socket: OpenSSL's state is not thread-safe, so every write then goes through the strand
@@ -59,6 +63,7 @@
 #include "psflow/distributed/outgoing_frame.hpp"
 #include "psflow/distributed/wire.hpp"
 #include "psflow/runtime/held_output.hpp"
+#include "psflow/runtime/short_time_slice.hpp"
 
 namespace psflow {
 
@@ -170,6 +175,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
   // Reading on a thread of its own (start() with ConnectionThreads): the reader's loop, what
   // it calls, and the writer for what the sending threads could not write at once.
+  static constexpr std::size_t kLargePayload = 1u << 20;  // its receipt is bulk work
   void read_on_thread();
   Status receive_some(asio::mutable_buffer room, std::size_t& received);
   Status receive_exactly(asio::mutable_buffer piece);
@@ -182,7 +188,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void request_close(const Status& reason, bool log);
   // The reader's last act: fails the pending requests and calls the close handler.
   void finish_reading(const Status& failure, bool log);
-  // The socket when reading on a thread, else -1 (mutex_ held).
+  // Whether the connection reads on a thread of its own (its socket left Asio for fd_).
   bool reads_on_thread() const noexcept { return fd_ >= 0; }
   Status closed_status(const Status& reason) const;
 
@@ -649,6 +655,9 @@ inline void Connection::close_now(const Status& reason, bool log) {
 inline void Connection::read_on_thread() {
   Status failure;  // why reading ended, unless closing was asked (close_reason_ then)
   bool log_failure = false;
+  // It wakes for a frame, handles it and sleeps again: a short slice lets it preempt on waking
+  // instead of waiting behind a thread that copies another worker's 64 MiB update.
+  detail::ask_for_short_time_slice();
   while (failure.ok() && is_open()) {
     switch (parser_.parse()) {
       case detail::FrameParser::Next::frame:
@@ -658,11 +667,16 @@ inline void Connection::read_on_thread() {
         failure = parser_.error();
         log_failure = true;
         break;
-      case detail::FrameParser::Next::read_payload:
+      case detail::FrameParser::Next::read_payload: {
+        // Receiving a large payload is bulk work: the normal slice while it lasts.
+        const bool large = asio::buffer_size(parser_.unread_payload()) >= kLargePayload;
+        if (large) detail::ask_for_normal_time_slice();
         for (const auto& piece : parser_.unread_payload())
           if (failure.ok()) failure = receive_exactly(piece);
+        if (large) detail::ask_for_short_time_slice();
         if (failure.ok()) deliver();
         break;
+      }
       case detail::FrameParser::Next::read_more: {
         std::size_t received = 0;
         failure = receive_some(parser_.read_buffer(), received);

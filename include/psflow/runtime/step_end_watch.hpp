@@ -9,7 +9,10 @@
 // watches only while that share is at least half. Long steps (a large update, a save, a
 // sanitizer build) stop the watching within a few steps; it comes back when steps get short
 // again. Never on a machine with one hardware thread, where the watcher would hold the only
-// core the step's own threads need.
+// core the step's own threads need, and not while the machine's cores are contended
+// (core_contention.hpp): there the watcher would hold a core the step's threads, or another
+// worker's, are waiting for (a worker stepping while another pushes 64 MiB updates to the same ps
+// showed it: benchmarks/README.md, "Head of line: the watching caller gives way").
 //
 // Contract: thread-safe; one object may serve concurrent callers (they share what it learns).
 #pragma once
@@ -18,6 +21,7 @@
 #include <chrono>
 #include <thread>
 
+#include "psflow/runtime/core_contention.hpp"
 #include "psflow/runtime/one_shot_event.hpp"
 
 namespace psflow::detail {
@@ -27,8 +31,11 @@ class StepEndWatch {
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::microseconds kDefaultLimit{100};
 
-  explicit StepEndWatch(std::chrono::microseconds limit = kDefaultLimit)
-      : limit_(std::thread::hardware_concurrency() > 1 ? limit : std::chrono::microseconds(0)) {}
+  // `cores` tells whether the machine's cores are contended; null: never.
+  explicit StepEndWatch(std::chrono::microseconds limit = kDefaultLimit,
+                        CoreContention* cores = &CoreContention::machine())
+      : limit_(std::thread::hardware_concurrency() > 1 ? limit : std::chrono::microseconds(0)),
+        cores_(cores) {}
 
   // Call right before sleeping on the step's end, with the event its last completion sets.
   // Returns when `ended` is set, when the limit passed, or at once while watching does not pay.
@@ -47,7 +54,8 @@ class StepEndWatch {
   }
 
   bool worth_watching() const {
-    return limit_.count() > 0 && share_.load(std::memory_order_relaxed) >= kScale / 2;
+    return limit_.count() > 0 && share_.load(std::memory_order_relaxed) >= kScale / 2 &&
+           !(cores_ && cores_->contended());
   }
 
  private:
@@ -62,6 +70,7 @@ class StepEndWatch {
   }
 
   const std::chrono::microseconds limit_;
+  CoreContention* const cores_;
   std::atomic<int> share_{kScale};  // of recent steps that ended within the limit
 };
 
