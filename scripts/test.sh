@@ -7,12 +7,14 @@
 #              including the wall-clock-timed ones (the trainer and CTR runs, whose exported
 #              models examples/serve then answers curl for, trainer_failures, and multi_host:
 #              tasks on separate hosts in network namespaces, which needs root),
-#              the packaging checks, then fuzz/run.sh (clang-14 libFuzzer targets: each replays
+#              the packaging checks (started first, niced, beside the rest) and the style
+#              checks, then fuzz/run.sh (clang-14 libFuzzer targets: each replays
 #              its fuzz/regressions/ inputs, then fuzzes PSFLOW_FUZZ_SECONDS, default 45 s per
 #              target, 0 to replay only; see fuzz/README.md)
 #   asan       Debug, -DPSFLOW_SANITIZE=address (ASan+UBSan): the rest; CMake leaves the timed
-#              tests out of a PSFLOW_SANITIZE build (and the trainer programs unbuilt), and the
-#              packaging checks are off
+#              tests and the style checks out of a PSFLOW_SANITIZE build (and the trainer
+#              programs unbuilt; add_mul_div links psflow::compiled there), and the packaging
+#              checks are off
 #   tsan       Debug, -DPSFLOW_SANITIZE=thread: the same under ThreadSanitizer
 # PSFLOW_WERROR=ON (as .ci/run sets it) makes compiler warnings errors in psflow's own targets.
 set -euo pipefail
