@@ -656,8 +656,9 @@ inline void Connection::read_on_thread() {
   Status failure;  // why reading ended, unless closing was asked (close_reason_ then)
   bool log_failure = false;
   // It wakes for a frame, handles it and sleeps again: a short slice lets it preempt on waking
-  // instead of waiting behind a thread that copies another worker's 64 MiB update.
-  detail::ask_for_short_time_slice();
+  // instead of waiting behind a thread that copies another worker's 64 MiB update. Where the
+  // kernel ignores slices, switching around large payloads would only cost system calls.
+  const bool slices_apply = detail::ask_for_short_time_slice();
   while (failure.ok() && is_open()) {
     switch (parser_.parse()) {
       case detail::FrameParser::Next::frame:
@@ -669,7 +670,8 @@ inline void Connection::read_on_thread() {
         break;
       case detail::FrameParser::Next::read_payload: {
         // Receiving a large payload is bulk work: the normal slice while it lasts.
-        const bool large = asio::buffer_size(parser_.unread_payload()) >= kLargePayload;
+        const bool large =
+            slices_apply && asio::buffer_size(parser_.unread_payload()) >= kLargePayload;
         if (large) detail::ask_for_normal_time_slice();
         for (const auto& piece : parser_.unread_payload())
           if (failure.ok()) failure = receive_exactly(piece);

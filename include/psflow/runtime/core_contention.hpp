@@ -43,6 +43,7 @@ class CoreContention {
   static constexpr std::chrono::microseconds kSampleEvery{500};
   static constexpr int kWindow = 4;
   static constexpr int kContendedOfLast = 2;
+  static constexpr unsigned kWindowMask = (1u << kWindow) - 1;
 
   CoreContention(unsigned cores, RunnableCounter count_runnable)
       : cores_(cores), count_runnable_(std::move(count_runnable)) {}
@@ -57,8 +58,8 @@ class CoreContention {
   bool contended(Clock::time_point now = Clock::now()) {
     const std::int64_t at = now.time_since_epoch().count();
     std::int64_t due = next_sample_.load(std::memory_order_relaxed);
-    if (at >= due && next_sample_.compare_exchange_strong(due, at + ticks(kSampleEvery),
-                                                          std::memory_order_relaxed)) {
+    if (at >= due &&
+        next_sample_.compare_exchange_strong(due, at + kSampleTicks, std::memory_order_relaxed)) {
       const std::optional<long> runnable = count_runnable_();
       // The caller runs on one core: contended when the others cannot hold the rest.
       const unsigned sample = runnable && *runnable - 1 >= static_cast<long>(cores_) ? 1 : 0;
@@ -104,15 +105,12 @@ class CoreContention {
   }
 
  private:
-  template <class Duration>
-  static std::int64_t ticks(Duration d) {
-    return std::chrono::duration_cast<Clock::duration>(d).count();
-  }
+  static constexpr std::int64_t kSampleTicks =
+      std::chrono::duration_cast<Clock::duration>(kSampleEvery).count();
 
   const unsigned cores_;
   const RunnableCounter count_runnable_;
   std::atomic<std::int64_t> next_sample_{std::numeric_limits<std::int64_t>::min()};
-  static constexpr unsigned kWindowMask = (1u << kWindow) - 1;
   std::atomic<unsigned> samples_{0};  // bit i: whether the sample i samples ago was contended
 };
 

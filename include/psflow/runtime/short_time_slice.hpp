@@ -72,7 +72,12 @@ inline std::optional<std::chrono::nanoseconds> time_slice_of_thread(int = 0) {
 inline bool ask_for_time_slice(std::chrono::nanoseconds) noexcept { return false; }
 #endif
 
-inline bool ask_for_short_time_slice() noexcept { return ask_for_time_slice(kShortTimeSlice); }
+// Asks for the short slice; true only where the kernel applies it (it reports the slice back:
+// Linux 6.12 on), so a thread knows whether switching slices later changes anything.
+inline bool ask_for_short_time_slice() noexcept {
+  return ask_for_time_slice(kShortTimeSlice) &&
+         time_slice_of_thread() == std::chrono::nanoseconds(kShortTimeSlice);
+}
 inline bool ask_for_normal_time_slice() noexcept {
   return ask_for_time_slice(std::chrono::nanoseconds(0));
 }
