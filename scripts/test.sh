@@ -11,11 +11,12 @@
 #              checks, then fuzz/run.sh (clang-14 libFuzzer targets: each replays
 #              its fuzz/regressions/ inputs, then fuzzes PSFLOW_FUZZ_SECONDS, default 45 s per
 #              target, 0 to replay only; see fuzz/README.md)
-#   asan       Debug, -DPSFLOW_SANITIZE=address (ASan+UBSan): the rest; CMake leaves the timed
-#              tests and the style checks out of a PSFLOW_SANITIZE build (and the trainer
-#              programs unbuilt; add_mul_div links psflow::compiled there), and the packaging
+#   asan       Debug with line tables only (-g1), linked by gold, -DPSFLOW_SANITIZE=address
+#              (ASan+UBSan): the rest; CMake leaves the timed tests and the style checks out of
+#              a PSFLOW_SANITIZE build (and the trainer programs and serve, which only they
+#              drive, unbuilt; add_mul_div links psflow::compiled there), and the packaging
 #              checks are off
-#   tsan       Debug, -DPSFLOW_SANITIZE=thread: the same under ThreadSanitizer
+#   tsan       the same build, -DPSFLOW_SANITIZE=thread: the same tests under ThreadSanitizer
 # PSFLOW_WERROR=ON (as .ci/run sets it) makes compiler warnings errors in psflow's own targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,18 +31,23 @@ run_suite() {  # name, build dir, extra cmake args...
   echo "=== psflow tests: $name ==="
   cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
-  ctest --test-dir "$dir" -j "$jobs" --output-on-failure --timeout 600
+  # Two slots more than cores: the packaging checks run beside the tests (tests/CMakeLists.txt).
+  ctest --test-dir "$dir" -j "$((jobs + 2))" --output-on-failure --timeout 600
 }
 
-run_suite "release" build -DCMAKE_BUILD_TYPE=Release "$werror"
+# The demo links psflow::compiled here, which the tests build anyway (a header-only demo would
+# compile psflow a second time; the packaging test's consumer program covers header-only).
+run_suite "release" build -DCMAKE_BUILD_TYPE=Release "$werror" -DPSFLOW_DEMO_HEADER_ONLY=OFF
 echo "=== psflow fuzzing (release pass) ==="
 ./fuzz/run.sh
 if [ "${1:-}" != "--quick" ]; then
   # Sanitizer builds skip the packaging checks (install, consumer project, header-by-header
   # compilation): they test the build, not the runtime, and the release pass covered them.
-  run_suite "address+undefined sanitizers" build-asan -DCMAKE_BUILD_TYPE=Debug "$werror" \
-    -DPSFLOW_SANITIZE=address -DPSFLOW_PACKAGING_TESTS=OFF
-  run_suite "thread sanitizer" build-tsan -DCMAKE_BUILD_TYPE=Debug "$werror" \
-    -DPSFLOW_SANITIZE=thread -DPSFLOW_PACKAGING_TESTS=OFF
+  # Line tables only (-g1: a sanitizer's report still names file and line) and the gold linker:
+  # full debug info made these builds about a tenth slower and their links twice as slow.
+  sanitizer_build=(-DCMAKE_BUILD_TYPE=Debug "$werror" -DPSFLOW_PACKAGING_TESTS=OFF
+    -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=gold)
+  run_suite "address+undefined sanitizers" build-asan "${sanitizer_build[@]}" -DPSFLOW_SANITIZE=address
+  run_suite "thread sanitizer" build-tsan "${sanitizer_build[@]}" -DPSFLOW_SANITIZE=thread
 fi
 echo "=== psflow tests: all passed ==="
