@@ -29,9 +29,10 @@ run_suite() {  # name, build dir, extra cmake args...
   local name=$1 dir=$2
   shift 2
   echo "=== psflow tests: $name ==="
-  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  # The tests take one of $jobs core slots each; ctest gets two slots more than that, so the
+  # packaging checks, which take none, run beside them (tests/CMakeLists.txt).
+  cmake -S . -B "$dir" -G Ninja "$@" -DPSFLOW_TEST_CORES="$jobs" >/dev/null
   cmake --build "$dir" -j "$jobs"
-  # Two slots more than cores: the packaging checks run beside the tests (tests/CMakeLists.txt).
   ctest --test-dir "$dir" -j "$((jobs + 2))" --output-on-failure --timeout 600
 }
 
